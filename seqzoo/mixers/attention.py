@@ -1,0 +1,201 @@
+"""Softmax attention: multi-head / grouped-query / multi-query, global or sliding-window, with RoPE.
+
+Vaswani et al. (arXiv:1706.03762); RoPE (arXiv:2104.09864); MQA (arXiv:1911.02150); GQA (arXiv:2305.13245);
+the sliding window follows Griffin (arXiv:2402.19427, §2.4 and spec/griffin.md §3.4):
+
+    y_i = softmax_j( q_i · k_j / sqrt(hd) + mask_ij ) v_j,
+    key j is visible from query i  iff  p_j <= p_i  and (window is None or p_i - p_j <= window)
+
+so a local query sees itself plus the ``window`` previous tokens, and the cache it needs holds the keys
+and values of the last ``window`` tokens (bounded memory). The state is the KV cache: rotated keys and
+values of the tokens seen so far (all of them for global attention, the last ``window`` for local) plus
+the stream position, which continues RoPE across calls.
+
+Modes (all equal up to rounding): ``"sdpa"`` (PyTorch's fused scaled-dot-product attention with a
+boolean mask or ``is_causal``), ``"naive"`` (explicit fp32 softmax, the reference), and for local
+attention ``"blocked"`` (query blocks of ``window`` tokens against their 2·window keys: O(T·W) memory,
+never a T×T mask).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from ..ops.rope import apply_rope
+from .base import Mixer, register_mixer
+
+
+@dataclass
+class KVCache:
+    """Keys (rotated) and values of the visible past, ``(B, S, H_kv, hd)``, and the stream position ``(B,)``."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    pos: torch.Tensor
+
+
+def visible_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
+    """Boolean ``(Tq, Tk)`` mask, True where query at ``q_pos`` may attend key at ``k_pos``."""
+    diff = q_pos[:, None] - k_pos[None, :]  # (Tq, Tk): p_i - p_j
+    mask = diff >= 0
+    if window is not None:
+        mask &= diff <= window
+    return mask
+
+
+def naive_attention(q, k, v, mask, scale):
+    """Reference: ``q (B, H, Tq, hd)``, ``k, v (B, H, Tk, hd)``, boolean ``mask (Tq, Tk)`` or None."""
+    compute = torch.promote_types(q.dtype, torch.float32)
+    logits = torch.einsum("bhqd,bhkd->bhqk", q.to(compute), k.to(compute)) * scale
+    if mask is not None:
+        logits = logits.masked_fill(~mask, float("-inf"))
+    return torch.einsum("bhqk,bhkd->bhqd", logits.softmax(-1), v.to(compute)).to(q.dtype)
+
+
+@register_mixer("attention")
+class Attention(Mixer):
+    modes = ("sdpa", "naive")
+    test_kwargs = {"n_heads": 4, "n_kv_heads": 2}
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int | None = None,
+        head_dim: int | None = None,
+        n_kv_heads: int | None = None,
+        rope_fraction: float = 1.0,
+        rope_base: float = 10000.0,
+        causal: bool = True,
+        window: int | None = None,
+        qkv_bias: bool = False,
+        out_bias: bool = False,
+    ):
+        super().__init__(d_model)
+        if n_heads is None:
+            n_heads = max(1, d_model // (head_dim or 64))
+        if not isinstance(n_heads, int) or n_heads <= 0:
+            raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
+        if head_dim is None:
+            if d_model % n_heads:
+                raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}; pass head_dim explicitly")
+            head_dim = d_model // n_heads
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if not isinstance(n_kv_heads, int) or n_kv_heads <= 0 or n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads must be a positive divisor of n_heads={n_heads}, got {n_kv_heads!r}")
+        if window is not None and (not isinstance(window, int) or window <= 0):
+            raise ValueError(f"window must be a positive int (tokens before the query it may see), got {window!r}")
+        if window is not None and not causal:
+            raise ValueError("a sliding window is only defined for causal attention (causal=True)")
+        self.n_heads, self.head_dim, self.n_kv_heads = n_heads, head_dim, n_kv_heads
+        self.rope_fraction, self.rope_base = rope_fraction, rope_base
+        self.causal = causal
+        self.window = window
+        self.q_proj = nn.Linear(d_model, n_heads * head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=qkv_bias)
+        self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=out_bias)
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, heads={self.n_heads}, kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, "
+                f"window={self.window}, rope_fraction={self.rope_fraction}")
+
+    def default_mode(self, x, state):
+        return "sdpa"
+
+    def _check_state(self, x: torch.Tensor, state: KVCache) -> int:
+        if not isinstance(state, KVCache):
+            raise TypeError(f"{self.name}: state must be a KVCache returned by a previous call, got {type(state).__name__}")
+        B = x.shape[0]
+        if state.k.shape[0] != B or state.k.shape[2:] != (self.n_kv_heads, self.head_dim):
+            raise ValueError(
+                f"{self.name}: state.k must have shape ({B}, S, {self.n_kv_heads}, {self.head_dim}), got {tuple(state.k.shape)}"
+            )
+        pos = state.pos
+        if pos.numel() != B or (B > 1 and not bool((pos == pos[0]).all())):
+            raise ValueError(f"{self.name}: state.pos must hold one equal stream position per batch row, got {pos.tolist()}")
+        return int(pos[0])
+
+    def _forward(self, x: torch.Tensor, state: KVCache | None, mode: str):
+        B, T, _ = x.shape
+        pos0 = 0 if state is None else self._check_state(x, state)
+        q = rearrange(self.q_proj(x), "b t (h d) -> b t h d", h=self.n_heads)  # (B, T, H, hd)
+        k = rearrange(self.k_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)  # (B, T, Hkv, hd)
+        v = rearrange(self.v_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)
+        q_pos = torch.arange(pos0, pos0 + T, device=x.device)
+        q = apply_rope(q, q_pos, self.rope_fraction, self.rope_base)
+        k = apply_rope(k, q_pos, self.rope_fraction, self.rope_base)
+        if state is not None:
+            k_all = torch.cat([state.k.to(k.dtype), k], dim=1)  # (B, S+T, Hkv, hd)
+            v_all = torch.cat([state.v.to(v.dtype), v], dim=1)
+        else:
+            k_all, v_all = k, v
+        S = k_all.shape[1] - T
+        k_pos = torch.arange(pos0 - S, pos0 + T, device=x.device)
+        out = self._attend(q, k_all, v_all, q_pos, k_pos, mode)  # (B, T, H, hd)
+        y = self.o_proj(rearrange(out, "b t h d -> b t (h d)"))
+        new_state = None
+        if self.causal:
+            keep = k_all.shape[1] if self.window is None else min(self.window, k_all.shape[1])
+            new_state = KVCache(
+                k=k_all[:, -keep:], v=v_all[:, -keep:],
+                pos=torch.full((B,), pos0 + T, dtype=torch.long, device=x.device),
+            )
+        return y, new_state
+
+    # ----------------------------------------------------------------- kernels
+    def _attend(self, q, k, v, q_pos, k_pos, mode):
+        """q ``(B, T, H, hd)``, k/v ``(B, S+T, Hkv, hd)`` -> ``(B, T, H, hd)``."""
+        scale = self.head_dim ** -0.5
+        group = self.n_heads // self.n_kv_heads
+        q = q.transpose(1, 2)  # (B, H, T, hd)
+        k = k.transpose(1, 2).repeat_interleave(group, dim=1)  # (B, H, S+T, hd)
+        v = v.transpose(1, 2).repeat_interleave(group, dim=1)
+        if mode == "blocked":
+            out = self._blocked(q, k, v, q_pos, k_pos, scale)
+        else:
+            mask = visible_mask(q_pos, k_pos, self.window) if self.causal else None
+            if mode == "naive":
+                out = naive_attention(q, k, v, mask, scale)
+            elif self.causal and self.window is None and q.shape[2] == k.shape[2]:
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+            else:
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        return out.transpose(1, 2)
+
+    def _blocked(self, q, k, v, q_pos, k_pos, scale):
+        """Sliding-window attention in query blocks of ``window``: each block sees at most 2·window keys."""
+        W = self.window
+        T, S = q.shape[2], k.shape[2] - q.shape[2]
+        outs = []
+        for start in range(0, T, W):
+            stop = min(start + W, T)
+            k_lo = max(0, S + start - W)  # first key any query of this block can see
+            k_hi = S + stop
+            mask = visible_mask(q_pos[start:stop], k_pos[k_lo:k_hi], W)
+            outs.append(F.scaled_dot_product_attention(
+                q[:, :, start:stop], k[:, :, k_lo:k_hi], v[:, :, k_lo:k_hi], attn_mask=mask, scale=scale))
+        return torch.cat(outs, dim=2)
+
+
+@register_mixer("local_attention")
+class LocalAttention(Attention):
+    """Sliding-window attention: each query sees itself and the ``window`` previous tokens."""
+
+    modes = ("sdpa", "blocked", "naive")
+    test_kwargs = {"n_heads": 4, "n_kv_heads": 1, "window": 5}
+
+    def __init__(self, d_model: int, window: int = 128, **kwargs):
+        if kwargs.get("causal", True) is not True:
+            raise ValueError("local_attention is causal; use 'attention' with causal=False for a bidirectional mixer")
+        super().__init__(d_model, window=window, **kwargs)
+
+    def default_mode(self, x, state):
+        T = x.shape[1]
+        S = 0 if state is None else state.k.shape[1]
+        # a full (T, S+T) mask is cheapest while small; beyond that the banded blocks win and bound memory
+        return "sdpa" if T * (S + T) <= 4 * 1024 * 1024 or T <= 2 * self.window else "blocked"

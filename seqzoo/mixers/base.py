@@ -1,0 +1,107 @@
+"""The mixer contract (design.md) and the registry every token mixer joins.
+
+A mixer maps ``x (B, T, d_model)`` to ``y (B, T, d_model)`` and returns the state it must carry
+to the next call: ``y, state = mixer(x, state=None, mode=None)``. The state is returned, never
+stored on the module, so one module can serve many streams.
+
+Subclasses implement ``_forward(x, state, mode)`` and set the class attributes ``modes`` (algorithm
+names, all giving the same result) and ``causal``. The base class validates the input before any
+work, resolves ``mode=None`` through ``default_mode`` and keeps the registry.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+import torch
+from torch import nn
+
+MIXERS: dict[str, type["Mixer"]] = {}
+
+
+def register_mixer(name: str) -> Callable[[type["Mixer"]], type["Mixer"]]:
+    """Class decorator: ``@register_mixer("gateloop")`` adds the class to ``MIXERS``."""
+
+    def wrap(cls: type[Mixer]) -> type[Mixer]:
+        if name in MIXERS and MIXERS[name] is not cls:
+            raise ValueError(f"mixer name {name!r} is already registered by {MIXERS[name].__qualname__}")
+        cls.name = name
+        MIXERS[name] = cls
+        return cls
+
+    return wrap
+
+
+def build_mixer(name: str, d_model: int, **kwargs: Any) -> "Mixer":
+    """Instantiate a registered mixer by name (clear error for an unknown name)."""
+    if name not in MIXERS:
+        raise ValueError(f"unknown mixer {name!r}; registered mixers: {sorted(MIXERS)}")
+    return MIXERS[name](d_model=d_model, **kwargs)
+
+
+class Mixer(nn.Module):
+    """Base class of every token mixer.
+
+    Class attributes a subclass sets:
+      * ``modes``: tuple of algorithm names; the first is the reference when nothing better applies.
+      * ``causal``: True when y[:, t] depends only on x[:, :t+1]; only causal mixers carry state.
+      * ``test_kwargs``: tiny constructor kwargs used by the registry-wide contract tests.
+    """
+
+    name: ClassVar[str] = "mixer"
+    modes: ClassVar[tuple[str, ...]] = ()
+    causal: ClassVar[bool] = True
+    test_kwargs: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model <= 0:
+            raise ValueError(f"d_model must be a positive int, got {d_model!r}")
+        self.d_model = d_model
+
+    # ------------------------------------------------------------------ contract
+    def forward(self, x: torch.Tensor, state: Any = None, mode: str | None = None):
+        self.check_input(x)
+        if state is not None and not self.causal:
+            raise ValueError(f"{self.name} is not causal and carries no state; got state={type(state).__name__}")
+        mode = self.resolve_mode(x, state, mode)
+        return self._forward(x, state, mode)
+
+    def _forward(self, x: torch.Tensor, state: Any, mode: str):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def default_mode(self, x: torch.Tensor, state: Any) -> str:
+        """The mode used when ``mode=None``; subclasses pick the fastest for the input."""
+        return self.modes[0]
+
+    def resolve_mode(self, x: torch.Tensor, state: Any, mode: str | None) -> str:
+        if mode is None:
+            return self.default_mode(x, state)
+        if not isinstance(mode, str) or mode not in self.modes:
+            raise ValueError(f"{self.name}: unknown mode {mode!r}; expected one of {self.modes}")
+        return mode
+
+    def check_input(self, x: Any) -> None:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{self.name}: x must be a torch.Tensor of shape (B, T, {self.d_model}), got {type(x).__name__}")
+        if not x.is_floating_point():
+            raise TypeError(f"{self.name}: x must be a floating-point tensor, got dtype {x.dtype}")
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"{self.name}: x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
+            )
+        if x.shape[1] == 0:
+            raise ValueError(f"{self.name}: x must have at least one time step, got shape {tuple(x.shape)}")
+
+    # ------------------------------------------------------------ optimiser hook
+    def optim_overrides(self) -> dict[str, dict[str, float]]:
+        """Per-parameter optimiser settings, keyed by parameter name relative to this module.
+
+        Values may hold ``lr`` (absolute), ``lr_scale`` (times the base rate) and ``weight_decay``.
+        The trainer turns them into AdamW parameter groups (e.g. GateLoop's state-transition
+        projections get their own rate and no weight decay).
+        """
+        return {}
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, modes={self.modes}, causal={self.causal}"

@@ -1,0 +1,10 @@
+"""Models: causal LM and bidirectional encoder over a per-layer mixer pattern; presets by name."""
+
+from .base import MODEL_TYPES, SeqzooModel
+from .config import ModelConfig
+from .encoder import Encoder, EncoderOutput
+from .lm import LanguageModel, LMOutput, lm_loss
+from .presets import PRESETS, Preset, build_model, register_preset
+
+__all__ = ["MODEL_TYPES", "Encoder", "EncoderOutput", "LMOutput", "LanguageModel", "ModelConfig", "PRESETS",
+           "Preset", "SeqzooModel", "build_model", "lm_loss", "register_preset"]

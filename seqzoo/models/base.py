@@ -1,0 +1,120 @@
+"""What the causal LM and the encoder share: the block stack, save/load, optimiser overrides."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_model, save_model
+from torch import nn
+
+from ..blocks import BLOCKS, make_norm
+from .config import ModelConfig
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+class SeqzooModel(nn.Module):
+    """Base of ``LanguageModel`` and ``Encoder``: embedding, blocks from the pattern, final norm."""
+
+    model_type = "base"
+    causal_stack = True
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"config must be a seqzoo.ModelConfig, got {type(config).__name__}")
+        if config.block not in BLOCKS:
+            raise ValueError(f"unknown block {config.block!r}; registered blocks: {sorted(BLOCKS)}")
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        nn.init.normal_(self.embed.weight, std=config.embed_init_std)
+        causal = None if self.causal_stack else False
+        self.blocks = nn.ModuleList(BLOCKS[config.block](config, m, causal) for m in config.layer_mixers())
+        self.norm = make_norm(config.final_norm or config.norm, config.d_model, config.norm_eps)
+
+    # ------------------------------------------------------------------ trunk
+    def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.uint8):
+            raise TypeError(f"input_ids must be an integer tensor of shape (B, T), got {getattr(input_ids, 'dtype', type(input_ids))}")
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
+        if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
+            raise ValueError(
+                f"input_ids must lie in [0, vocab_size={self.config.vocab_size}), got range "
+                f"[{int(input_ids.min())}, {int(input_ids.max())}]")
+        x = self.embed(input_ids.long())
+        if self.config.embed_scale is not None:
+            x = x * self.config.embed_scale
+        return x
+
+    def trunk(self, input_ids=None, inputs_embeds=None, states=None, mode=None):
+        """Blocks over the embedded input; returns the final-normed hidden states and the new states."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids (B, T) or inputs_embeds (B, T, d_model)")
+        if inputs_embeds is None:
+            x = self.embed_tokens(input_ids)
+        else:
+            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.d_model:
+                raise ValueError(f"inputs_embeds must have shape (B, T, d_model={self.config.d_model}), "
+                                 f"got {tuple(inputs_embeds.shape)}")
+            x = inputs_embeds
+        if states is not None and len(states) != len(self.blocks):
+            raise ValueError(f"states must hold one entry per layer ({len(self.blocks)}), got {len(states)}")
+        new_states = []
+        for i, block in enumerate(self.blocks):
+            x, s = block(x, state=None if states is None else states[i], mode=mode)
+            new_states.append(s)
+        return self.norm(x), new_states
+
+    # ---------------------------------------------------------------- helpers
+    def num_parameters(self, exclude_embeddings: bool = False) -> int:
+        seen, n = set(), 0
+        for name, p in self.named_parameters():
+            if id(p) in seen or (exclude_embeddings and name.startswith("embed.")):
+                continue
+            seen.add(id(p))
+            n += p.numel()
+        return n
+
+    def optim_overrides(self) -> dict[str, dict[str, float]]:
+        """Collect the mixers' per-parameter optimiser overrides under their full parameter names."""
+        out: dict[str, dict[str, float]] = {}
+        for mod_name, mod in self.named_modules():
+            hook = getattr(mod, "optim_overrides", None)
+            if mod is self or hook is None:
+                continue
+            for pname, setting in hook().items():
+                out[f"{mod_name}.{pname}"] = setting
+        return out
+
+    # ------------------------------------------------------------- save / load
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` (tied weights stored once)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        meta = {"model_type": self.model_type, **self.config.to_dict()}
+        (directory / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        save_model(self, str(directory / WEIGHTS_NAME), metadata={"format": "pt", "model_type": self.model_type})
+        return directory
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, map_location: str | torch.device = "cpu", **overrides: Any):
+        directory = Path(directory)
+        cfg_path, w_path = directory / CONFIG_NAME, directory / WEIGHTS_NAME
+        if not cfg_path.is_file() or not w_path.is_file():
+            raise FileNotFoundError(f"{directory} must contain {CONFIG_NAME} and {WEIGHTS_NAME}")
+        meta = json.loads(cfg_path.read_text())
+        model_type = meta.pop("model_type", cls.model_type)
+        if cls.model_type != "base" and model_type != cls.model_type:
+            raise ValueError(f"{directory} holds a {model_type!r} model, not a {cls.model_type!r}")
+        target = cls if cls.model_type != "base" else MODEL_TYPES[model_type]
+        model = target(ModelConfig.from_dict({**meta, **overrides}))
+        missing, unexpected = load_model(model, str(w_path), strict=True, device=str(map_location))
+        return model.to(map_location)
+
+
+MODEL_TYPES: dict[str, type[SeqzooModel]] = {}

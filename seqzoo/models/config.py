@@ -1,0 +1,89 @@
+"""``ModelConfig``: one JSON-serialisable description of every seqzoo model."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ModelConfig:
+    """Embedding -> ``n_layers`` residual blocks (mixer per layer from ``pattern``) -> norm -> head.
+
+    ``pattern`` is repeated and truncated to ``n_layers``: Griffin is ``["rglru", "rglru", "local_attention"]``.
+    ``mixer_kwargs[name]`` are constructor arguments for every layer using mixer ``name``;
+    ``block_kwargs[name]`` override the block fields (``norm``, ``mlp``, ``mlp_ratio``, ``mlp_hidden``,
+    ``mlp_bias``) for those layers, e.g. xLSTM's mLSTM layers use ``{"mlp": "none"}``.
+    """
+
+    vocab_size: int = 256
+    d_model: int = 128
+    n_layers: int = 2
+    pattern: list[str] = field(default_factory=lambda: ["attention"])
+    mixer_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    block: str = "residual"
+    block_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    norm: str = "layernorm"
+    norm_eps: float = 1e-5
+    final_norm: str | None = None  # defaults to ``norm``
+    mlp: str = "swiglu"
+    mlp_ratio: float = 4.0
+    mlp_hidden: int | None = None
+    mlp_bias: bool = False
+    dropout: float = 0.0
+    tie_embeddings: bool = True
+    embed_init_std: float = 0.02
+    embed_scale: float | None = None  # Griffin / RecurrentGemma multiply embeddings by sqrt(d)
+    logit_softcap: float | None = None  # Griffin: cap * tanh(logits / cap)
+    n_classes: int | None = None  # Encoder sequence-classification head
+    pool: str = "mean"  # Encoder classification pooling: "mean" | "first"
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form, for families that need more
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        for name in ("vocab_size", "d_model", "n_layers"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"ModelConfig.{name} must be a positive int, got {v!r}")
+        if isinstance(self.pattern, str):
+            self.pattern = [self.pattern]
+        if not self.pattern or not all(isinstance(p, str) for p in self.pattern):
+            raise ValueError(f"ModelConfig.pattern must be a non-empty list of mixer names, got {self.pattern!r}")
+        if self.pool not in ("mean", "first"):
+            raise ValueError(f"ModelConfig.pool must be 'mean' or 'first', got {self.pool!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
+
+    def layer_mixers(self) -> list[str]:
+        """The mixer name of each layer: ``pattern`` repeated and truncated to ``n_layers``."""
+        return [self.pattern[i % len(self.pattern)] for i in range(self.n_layers)]
+
+    def block_setting(self, mixer: str, key: str) -> Any:
+        return self.block_kwargs.get(mixer, {}).get(key, getattr(self, key))
+
+    # ------------------------------------------------------------ serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown ModelConfig field(s) {sorted(unknown)}; known fields: {sorted(known)}")
+        return cls(**d)
+
+    def to_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> "ModelConfig":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        return self.from_dict({**self.to_dict(), **changes})

@@ -1,0 +1,98 @@
+"""Causal language model over a per-layer mixer pattern, with generation through carried mixer states.
+
+``labels`` are aligned with positions: ``labels[:, t]`` is the token the model should predict at
+position t (the tasks build them that way); ``-100`` marks positions that are not scored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .base import MODEL_TYPES, SeqzooModel
+from .config import ModelConfig
+from .sampling import sample_next
+
+
+@dataclass
+class LMOutput:
+    logits: torch.Tensor  # (B, T, vocab)
+    loss: torch.Tensor | None = None
+    states: list[Any] | None = None  # one mixer state per layer, to continue the stream
+    hidden: torch.Tensor | None = None  # (B, T, d_model) final-normed hidden states
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over positions whose label is not -100 (computed in fp32)."""
+    if labels.shape != logits.shape[:-1]:
+        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} (aligned with input_ids), got {tuple(labels.shape)}")
+    return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten().long(), ignore_index=-100)
+
+
+class LanguageModel(SeqzooModel):
+    """token embedding -> N residual blocks (mixer per layer from ``config.pattern``) -> norm -> LM head."""
+
+    model_type = "lm"
+    causal_stack = True
+
+    def __init__(self, config: ModelConfig):
+        super().__init__(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
+        else:
+            nn.init.normal_(self.lm_head.weight, std=config.d_model ** -0.5)
+
+    def forward(self, input_ids=None, labels=None, states=None, inputs_embeds=None, mode=None,
+                output_hidden: bool = False) -> LMOutput:
+        hidden, new_states = self.trunk(input_ids, inputs_embeds, states, mode)
+        logits = self.lm_head(hidden)
+        cap = self.config.logit_softcap
+        if cap is not None:
+            logits = cap * torch.tanh(logits / cap)
+        loss = lm_loss(logits, labels) if labels is not None else None
+        return LMOutput(logits=logits, loss=loss, states=new_states, hidden=hidden if output_hidden else None)
+
+    @property
+    def is_causal(self) -> bool:
+        return all(b.mixer.causal for b in self.blocks)
+
+    @torch.no_grad()
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, top_p: float | None = None, do_sample: bool | None = None,
+                 eos_token_id: int | None = None, generator: torch.Generator | None = None,
+                 states: list[Any] | None = None) -> torch.Tensor:
+        """Prefill the prompt in one call, then decode one token per call with the carried states.
+
+        Greedy when ``do_sample`` is False or ``temperature == 0``; otherwise samples after
+        temperature scaling and optional top-k / top-p (nucleus) filtering. Returns ``(B, T + new)``.
+        """
+        if not self.is_causal:
+            raise ValueError("generate() needs every layer's mixer to be causal; this model has a non-causal mixer")
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
+        if do_sample is None:
+            do_sample = temperature > 0
+        was_training = self.training
+        self.eval()
+        out = self(input_ids, states=states)
+        ids = input_ids
+        finished = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+        for _ in range(max_new_tokens):
+            nxt = sample_next(out.logits[:, -1], do_sample, temperature, top_k, top_p, generator)  # (B,)
+            if eos_token_id is not None:
+                nxt = torch.where(finished, torch.full_like(nxt, eos_token_id), nxt)
+                finished |= nxt == eos_token_id
+            ids = torch.cat([ids, nxt[:, None]], dim=1)
+            if eos_token_id is not None and bool(finished.all()):
+                break
+            out = self(nxt[:, None], states=out.states)
+        self.train(was_training)
+        return ids
+
+
+MODEL_TYPES["lm"] = LanguageModel

@@ -1,0 +1,58 @@
+"""Task contract: a task builds ``(inputs, targets)`` LongTensors ``(N, T)`` deterministically from a seed.
+
+``targets[:, t]`` is what the model must output at position t; ``-100`` marks unscored positions.
+Splits use disjoint seed streams, so train and valid samples never coincide by construction of the seed.
+A task with ``train_size`` set trains on that fixed set (epochs); otherwise every step draws fresh
+samples from the seed and the step number (infinite data, exactly reproducible on resume).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+import torch
+
+TASKS: dict[str, type["Task"]] = {}
+IGNORE_INDEX = -100
+SPLIT_OFFSETS = {"train": 0, "valid": 1_000_003, "test": 2_000_003}
+
+
+def register_task(name: str) -> Callable[[type["Task"]], type["Task"]]:
+    def wrap(cls):
+        if name in TASKS and TASKS[name] is not cls:
+            raise ValueError(f"task {name!r} is already registered")
+        cls.name = name
+        TASKS[name] = cls
+        return cls
+
+    return wrap
+
+
+def build_task(name: str, **kwargs: Any) -> "Task":
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
+    return TASKS[name](**kwargs)
+
+
+def split_seed(seed: int, split: str) -> int:
+    if split not in SPLIT_OFFSETS:
+        raise ValueError(f"split must be one of {sorted(SPLIT_OFFSETS)}, got {split!r}")
+    return seed + SPLIT_OFFSETS[split]
+
+
+class Task:
+    name: ClassVar[str] = "task"
+    vocab_size: int
+    seq_len: int
+    train_size: int | None = None  # fixed training set size, or None for fresh samples every step
+    kind: str = "lm"  # "lm": per-position targets; "cls": one label per sequence (targets (N,))
+
+    def build(self, n: int, seed: int, split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def config(self) -> dict[str, Any]:
+        """Constructor arguments, written into run files."""
+        return {}
+
+    def describe(self) -> str:
+        return f"{self.name}({', '.join(f'{k}={v}' for k, v in self.config().items())})"
