@@ -55,8 +55,8 @@ class ResidualBlock(nn.Module):
         self.norm2 = make_norm(config.block_setting(mixer, "norm"), d, eps) if self.mlp is not None else None
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, state: Any = None, mode: str | None = None):
-        y, state = self.mixer(self.norm1(x), state=state, mode=mode)
+    def forward(self, x: torch.Tensor, state: Any = None, mode: str | None = None, **mixer_inputs: Any):
+        y, state = self.mixer(self.norm1(x), state=state, mode=mode, **mixer_inputs)
         x = x + self.dropout(y)
         if self.mlp is not None:
             x = x + self.mlp(self.norm2(x))

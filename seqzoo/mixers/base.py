@@ -52,6 +52,7 @@ class Mixer(nn.Module):
     modes: ClassVar[tuple[str, ...]] = ()
     causal: ClassVar[bool] = True
     test_kwargs: ClassVar[dict[str, Any]] = {}
+    supports_segment_pos: ClassVar[bool] = False  # True: accepts ``segment_pos`` (packed documents, resets at 0)
 
     def __init__(self, d_model: int):
         super().__init__()
@@ -60,12 +61,24 @@ class Mixer(nn.Module):
         self.d_model = d_model
 
     # ------------------------------------------------------------------ contract
-    def forward(self, x: torch.Tensor, state: Any = None, mode: str | None = None):
+    def forward(self, x: torch.Tensor, state: Any = None, mode: str | None = None,
+                segment_pos: torch.Tensor | None = None):
+        """``segment_pos (B, T)``: position inside the current document (0 = a document starts here).
+
+        Only mixers with ``supports_segment_pos`` accept it; they must not let information cross a
+        document start.
+        """
         self.check_input(x)
         if state is not None and not self.causal:
             raise ValueError(f"{self.name} is not causal and carries no state; got state={type(state).__name__}")
         mode = self.resolve_mode(x, state, mode)
-        return self._forward(x, state, mode)
+        if segment_pos is None:
+            return self._forward(x, state, mode)
+        if not self.supports_segment_pos:
+            raise ValueError(f"{self.name} does not support segment_pos (packed documents with resets)")
+        if segment_pos.shape != x.shape[:2]:
+            raise ValueError(f"{self.name}: segment_pos must have shape {tuple(x.shape[:2])}, got {tuple(segment_pos.shape)}")
+        return self._forward(x, state, mode, segment_pos=segment_pos)
 
     def _forward(self, x: torch.Tensor, state: Any, mode: str):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -51,7 +51,7 @@ class SeqzooModel(nn.Module):
             x = x * self.config.embed_scale
         return x
 
-    def trunk(self, input_ids=None, inputs_embeds=None, states=None, mode=None):
+    def trunk(self, input_ids=None, inputs_embeds=None, states=None, mode=None, segment_pos=None):
         """Blocks over the embedded input; returns the final-normed hidden states and the new states."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids (B, T) or inputs_embeds (B, T, d_model)")
@@ -64,9 +64,10 @@ class SeqzooModel(nn.Module):
             x = inputs_embeds
         if states is not None and len(states) != len(self.blocks):
             raise ValueError(f"states must hold one entry per layer ({len(self.blocks)}), got {len(states)}")
+        extra = {} if segment_pos is None else {"segment_pos": segment_pos}
         new_states = []
         for i, block in enumerate(self.blocks):
-            x, s = block(x, state=None if states is None else states[i], mode=mode)
+            x, s = block(x, state=None if states is None else states[i], mode=mode, **extra)
             new_states.append(s)
         return self.norm(x), new_states
 

@@ -48,8 +48,8 @@ class LanguageModel(SeqzooModel):
             nn.init.normal_(self.lm_head.weight, std=config.d_model ** -0.5)
 
     def forward(self, input_ids=None, labels=None, states=None, inputs_embeds=None, mode=None,
-                output_hidden: bool = False) -> LMOutput:
-        hidden, new_states = self.trunk(input_ids, inputs_embeds, states, mode)
+                output_hidden: bool = False, segment_pos=None) -> LMOutput:
+        hidden, new_states = self.trunk(input_ids, inputs_embeds, states, mode, segment_pos)
         logits = self.lm_head(hidden)
         cap = self.config.logit_softcap
         if cap is not None:
