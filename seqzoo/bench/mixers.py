@@ -1,0 +1,118 @@
+"""``seqzoo bench``: time and peak memory of mixers (and their modes) vs sequence length.
+
+Every figure is also given as a ratio to the baseline (attention, default mode) at the same length,
+measured in the same run. Results go to ``bench.csv`` / ``bench.json`` and ``bench.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ..mixers import MIXERS
+from .measure import measure_point
+
+FIELDS = ("fwd_ms", "fwdbwd_ms", "fwd_mem_mb", "fwdbwd_mem_mb")
+
+
+def _run_point(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    if spec["device"].startswith("cuda"):
+        try:
+            return measure_point(**spec)
+        except Exception as e:  # e.g. out of memory: recorded, the sweep goes on
+            return {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "seqzoo.bench.measure", json.dumps(spec)],
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout > {timeout:.0f}s"}
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_mixer_bench(mixers: list[str], lengths: list[int], modes: str | list[str] = "default", d_model: int = 64,
+                    batch: int = 1, mixer_kwargs: dict[str, dict] | None = None, baseline: str | None = "attention",
+                    device: str = "cpu", dtype: str = "float32", backward: bool = True, timeout: float = 300.0,
+                    min_run_time: float = 0.3, threads: int | None = None, out_dir: str | Path | None = None,
+                    progress: bool = True) -> list[dict[str, Any]]:
+    """Measure every (mixer, mode, length); ``modes`` is "default", "all" or a list of mode names."""
+    for name in mixers + ([baseline] if baseline else []):
+        if name not in MIXERS:
+            raise ValueError(f"unknown mixer {name!r}; registered mixers: {sorted(MIXERS)}")
+    if not lengths or any(int(t) <= 0 for t in lengths):
+        raise ValueError(f"lengths must be positive ints, got {lengths}")
+    mixer_kwargs = mixer_kwargs or {}
+    points: list[tuple[str, str | None]] = []
+    if baseline and not (baseline in mixers and modes == "default"):
+        points.append((baseline, None))
+    for name in mixers:
+        cls = MIXERS[name]
+        if modes == "default":
+            chosen = [None]
+        elif modes == "all":
+            chosen = list(cls.modes)
+        else:
+            chosen = [m for m in modes if m in cls.modes]
+            if not chosen:
+                raise ValueError(f"none of the modes {modes} belongs to {name} (modes: {cls.modes})")
+        points += [(name, m) for m in chosen]
+    rows = []
+    todo = [(n, m, T) for T in lengths for n, m in points]
+    for name, mode, T in tqdm(todo, desc="bench", disable=not progress):
+        spec = {"mixer": name, "mode": mode, "T": int(T), "d_model": d_model, "batch": batch,
+                "mixer_kwargs": mixer_kwargs.get(name, {}), "device": device, "dtype": dtype,
+                "backward": backward, "min_run_time": min_run_time, "threads": threads}
+        res = _run_point(spec, timeout)
+        rows.append({"mixer": name, "mode": mode or "default", "T": int(T), **res})
+    add_ratios(rows, baseline)
+    if out_dir is not None:
+        write_results(rows, Path(out_dir), meta={"d_model": d_model, "batch": batch, "device": device,
+                                                  "dtype": dtype, "baseline": baseline, "mixer_kwargs": mixer_kwargs})
+    return rows
+
+
+def add_ratios(rows: list[dict[str, Any]], baseline: str | None) -> None:
+    if not baseline:
+        return
+    base = {r["T"]: r for r in rows if r["mixer"] == baseline and r["mode"] == "default"}
+    for r in rows:
+        b = base.get(r["T"])
+        for f in FIELDS:
+            if b and f in r and b.get(f):
+                r[f"{f}_ratio"] = r[f] / b[f]
+
+
+def write_results(rows: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
+    from ..plots import plot_bench
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    cols = ["mixer", "mode", "T", *FIELDS, *(f"{f}_ratio" for f in FIELDS), "error"]
+    with open(out / "bench.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    plot_bench(rows, out / "bench.png", title=f"d_model={meta['d_model']}, batch={meta['batch']}, {meta['device']}")
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    head = "| mixer | mode | T | fwd ms | fwd+bwd ms | fwd+bwd peak MB | fwd+bwd time / baseline | memory / baseline |"
+    lines = [head, "|" + "---|" * 8]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['mixer']} | {r['mode']} | {r['T']} | {r['error']} | | | | |")
+            continue
+
+        def g(k, fmt="{:.2f}"):
+            return fmt.format(r[k]) if r.get(k) is not None else "-"
+
+        lines.append(f"| {r['mixer']} | {r['mode']} | {r['T']} | {g('fwd_ms')} | {g('fwdbwd_ms')} | "
+                     f"{g('fwdbwd_mem_mb', '{:.1f}')} | {g('fwdbwd_ms_ratio')} | {g('fwdbwd_mem_mb_ratio')} |")
+    return "\n".join(lines)

@@ -1,0 +1,335 @@
+"""``seqzoo`` command line: train | eval | generate | zoo | bench | experiment | list.
+
+Run ``seqzoo COMMAND --help`` for each command's options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+EPILOG = """examples:
+  seqzoo zoo                                     # every causal mixer on MQAR, same budget (a few minutes on CPU)
+  seqzoo train --model attention-tiny --task mqar --task-arg num_pairs=4 --steps 600 --out runs/mqar
+  seqzoo eval --run runs/mqar
+  seqzoo generate --run runs/shakespeare --prompt "ROMEO:" --max-new-tokens 200 --temperature 0.8 --top-k 40
+  seqzoo bench --mixers attention,local_attention --lengths 256,512,1024,2048 --out results/bench
+  seqzoo list presets
+"""
+
+
+def _kv(items: list[str] | None, what: str) -> dict[str, Any]:
+    from .train.spec import parse_assignments
+
+    return parse_assignments(items, what)
+
+
+# --------------------------------------------------------------------------- list
+def cmd_list(args) -> int:
+    from .experiments import EXPERIMENTS
+    from .mixers import MIXERS
+    from .models import PRESETS
+    from .tasks import TASKS
+
+    what = args.what
+    if what in ("all", "mixers"):
+        print("mixers:")
+        for name, cls in sorted(MIXERS.items()):
+            print(f"  {name:18s} modes={','.join(cls.modes):32s} causal={cls.causal}")
+    if what in ("all", "presets"):
+        print("presets:")
+        for name, p in sorted(PRESETS.items()):
+            print(f"  {name:26s} [{p.family}, {p.kind}] {p.description}")
+    if what in ("all", "tasks"):
+        print("tasks:")
+        for name, cls in sorted(TASKS.items()):
+            doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
+            print(f"  {name:18s} {doc[0] if doc else ''}")
+    if what in ("all", "experiments"):
+        print("experiments:")
+        for name, e in sorted(EXPERIMENTS.items()):
+            print(f"  {name:26s} {e.description}")
+    return 0
+
+
+# -------------------------------------------------------------------------- train
+def build_run_spec(args) -> dict[str, Any]:
+    from .train.spec import apply_dotted, load_config_file
+
+    spec: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    spec = {k: dict(spec.get(k, {})) for k in ("model", "task", "train")}
+    if args.model:
+        spec["model"]["preset"] = args.model
+    spec["model"].update(_kv(args.model_arg, "--model-arg"))
+    if args.task:
+        spec["task"]["name"] = args.task
+    spec["task"].update(_kv(args.task_arg, "--task-arg"))
+    for flag in ("steps", "batch_size", "lr", "seed", "device", "precision", "distributed", "grad_accum",
+                 "eval_every", "ckpt_every", "warmup_steps"):
+        value = getattr(args, flag, None)
+        if value is not None:
+            spec["train"][flag] = value
+    if args.out:
+        spec["train"]["out_dir"] = args.out
+    if args.no_progress:
+        spec["train"]["progress"] = False
+    if args.no_resume:
+        spec["train"]["resume"] = False
+    return apply_dotted(spec, _kv(args.set, "--set"))
+
+
+def cmd_train(args) -> int:
+    from .train import train
+    from .train.distributed import world
+    from .train.spec import RunSpec
+
+    spec = build_run_spec(args)
+    spec["train"].setdefault("out_dir", "runs/latest")
+    model, task, cfg = RunSpec.from_dict(spec).build()
+    rank, _ = world()
+    if rank == 0:
+        print(f"model: {model.config.layer_mixers()} d_model={model.config.d_model} "
+              f"params={model.num_parameters():,} | task: {task.describe()} | out: {cfg.out_dir}", flush=True)
+        Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(cfg.out_dir) / "run.json").write_text(json.dumps(spec, indent=2, default=str) + "\n")
+    result = train(model, task, cfg)
+    if rank == 0:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+# --------------------------------------------------------------------------- eval
+def _load_run(run: str | None, model_dir: str | None):
+    from .models.base import SeqzooModel
+
+    if run is None and model_dir is None:
+        raise SystemExit("pass --run DIR (a training output folder) or --model-dir DIR (a save_pretrained folder)")
+    mdir = Path(model_dir) if model_dir else Path(run) / "model"
+    model = SeqzooModel.from_pretrained(mdir)
+    task_spec = None
+    for cand in ([Path(run) / "task.json"] if run else []) + [mdir / "task.json", mdir.parent / "task.json"]:
+        if cand.is_file():
+            task_spec = json.loads(cand.read_text())
+            break
+    return model, task_spec
+
+
+def cmd_eval(args) -> int:
+    from .eval import evaluate
+    from .tasks import build_task
+
+    model, task_spec = _load_run(args.run, args.model_dir)
+    if args.task:
+        task_spec = {"name": args.task}
+    if task_spec is None:
+        raise SystemExit("no task.json beside the model: pass --task NAME (and --task-arg k=v)")
+    task_spec = {**task_spec, **_kv(args.task_arg, "--task-arg")}
+    name = task_spec.pop("name")
+    task_spec.pop("train_size", None) if name != "mqar" else None
+    task = build_task(name, **task_spec)
+    inputs, targets = task.build(args.samples, args.seed, args.split)
+    kind = getattr(task, "kind", "lm")
+    m = evaluate(model, inputs, targets, batch_size=args.batch_size, kind=kind)
+    out = {"task": task.describe(), "split": args.split, "samples": args.samples, **m}
+    print(json.dumps(out, indent=2))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+# ----------------------------------------------------------------------- generate
+def cmd_generate(args) -> int:
+    import torch
+
+    from .tasks.tokenizers import make_tokenizer
+
+    model, task_spec = _load_run(args.run, args.model_dir)
+    tok = None
+    if args.ids is None:
+        spec = task_spec or {}
+        if spec.get("name") != "text" and args.tokenizer is None:
+            raise SystemExit("this model was not trained on text: pass --ids 1,2,3 or --tokenizer byte|gpt2")
+        tok = make_tokenizer(args.tokenizer or spec.get("tokenizer", "byte"), args.bpe_dir or spec.get("bpe_dir"))
+        ids = tok.encode(args.prompt)
+    else:
+        ids = [int(i) for i in args.ids.split(",") if i.strip()]
+    if not ids:
+        raise SystemExit("the prompt is empty: pass --prompt TEXT or --ids 1,2,3")
+    g = torch.Generator().manual_seed(args.seed)
+    out = model.generate(torch.tensor([ids]), args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                         top_p=args.top_p, do_sample=args.temperature > 0, generator=g)
+    new = out[0, len(ids):].tolist()
+    print(tok.decode(ids + new) if tok else " ".join(map(str, ids + new)))
+    return 0
+
+
+# ---------------------------------------------------------------------------- zoo
+def cmd_zoo(args) -> int:
+    from .experiments.zoo import run_zoo
+
+    task = None
+    if args.task or args.task_arg:
+        from .experiments.zoo import DEFAULT_TASK
+
+        task = {**(DEFAULT_TASK if not args.task or args.task == "mqar" else {}), **({"name": args.task} if args.task else {}),
+                **_kv(args.task_arg, "--task-arg")}
+    res = run_zoo(out_dir=args.out, mixers=args.mixers, task=task, d_model=args.d_model, n_layers=args.n_layers,
+                  steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed, device=args.device,
+                  progress=not args.no_progress)
+    print()
+    print(res["table"])
+    print(f"\nresults: {res['out_dir']}/results.csv, results.json, zoo.png")
+    return 0 if all("error" not in r for r in res["rows"]) else 1
+
+
+# -------------------------------------------------------------------------- bench
+def cmd_bench(args) -> int:
+    from .bench import format_table, run_mixer_bench
+
+    modes: Any = args.modes if args.modes in ("default", "all") else args.modes.split(",")
+    rows = run_mixer_bench(
+        mixers=args.mixers.split(","), lengths=[int(t) for t in args.lengths.split(",")], modes=modes,
+        d_model=args.d_model, batch=args.batch, baseline=args.baseline or None, device=args.device,
+        dtype=args.dtype, backward=not args.no_backward, timeout=args.timeout, threads=args.threads,
+        mixer_kwargs=json.loads(args.mixer_kwargs) if args.mixer_kwargs else None, out_dir=args.out,
+        progress=not args.no_progress)
+    print(format_table(rows))
+    print(f"\nresults: {args.out}/bench.csv, bench.json, bench.png")
+    return 0
+
+
+# --------------------------------------------------------------------- experiment
+def cmd_experiment(args) -> int:
+    from .experiments import EXPERIMENTS
+
+    if args.name not in EXPERIMENTS:
+        raise SystemExit(f"unknown experiment {args.name!r}; available: {', '.join(sorted(EXPERIMENTS))}")
+    out = args.out or f"results/{args.name}"
+    res = EXPERIMENTS[args.name].run(out_dir=out, **_kv(args.set, "--set"))
+    print(res.get("table", json.dumps(res, indent=2, default=str)) if isinstance(res, dict) else res)
+    print(f"\nresults written to {out}")
+    return 0
+
+
+# --------------------------------------------------------------------------- main
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="seqzoo", description="Train, compare, benchmark and serve efficient long-sequence "
+                                "models (GateLoop, Orchid, RMT, xLSTM, Griffin/Hawk, attention).",
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("list", help="list mixers, presets, tasks and experiments")
+    s.add_argument("what", nargs="?", default="all", choices=["all", "mixers", "presets", "tasks", "experiments"])
+    s.set_defaults(fn=cmd_list)
+
+    s = sub.add_parser("train", help="train a model on a task (config file and/or flags)",
+                       description="Train a model. Settings come from --config (JSON/TOML with model/task/train "
+                       "sections), then flags, then --set section.key=value. Resumes from OUT/checkpoint.pt if present. "
+                       "Multi-process: torchrun --nproc-per-node N -m seqzoo train ...")
+    s.add_argument("--config", help="JSON or TOML file with [model], [task], [train] sections")
+    s.add_argument("--model", help="preset name (see `seqzoo list presets`)")
+    s.add_argument("--model-arg", action="append", metavar="K=V", help="ModelConfig override, repeatable")
+    s.add_argument("--task", help="task name (see `seqzoo list tasks`)")
+    s.add_argument("--task-arg", action="append", metavar="K=V", help="task argument, repeatable")
+    s.add_argument("--steps", type=int)
+    s.add_argument("--batch-size", type=int)
+    s.add_argument("--grad-accum", type=int)
+    s.add_argument("--lr", type=float)
+    s.add_argument("--warmup-steps", type=int)
+    s.add_argument("--eval-every", type=int)
+    s.add_argument("--ckpt-every", type=int, help="checkpoint every N steps (0: only at the end)")
+    s.add_argument("--seed", type=int)
+    s.add_argument("--device", help="auto | cpu | cuda | cuda:N")
+    s.add_argument("--precision", choices=["auto", "fp32", "bf16"])
+    s.add_argument("--distributed", choices=["auto", "none", "ddp", "fsdp"])
+    s.add_argument("--out", help="output folder (default runs/latest)")
+    s.add_argument("--set", action="append", metavar="SECTION.KEY=V", help="any override, e.g. train.grad_clip=0.5")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--no-resume", action="store_true", help="start fresh even if OUT/checkpoint.pt exists")
+    s.set_defaults(fn=cmd_train)
+
+    s = sub.add_parser("eval", help="evaluate a trained model (loss and accuracy on held-out samples)")
+    s.add_argument("--run", help="training output folder (holds model/ and task.json)")
+    s.add_argument("--model-dir", help="a save_pretrained folder")
+    s.add_argument("--task", help="task name (default: the run's task)")
+    s.add_argument("--task-arg", action="append", metavar="K=V")
+    s.add_argument("--split", default="test", choices=["train", "valid", "test"])
+    s.add_argument("--samples", type=int, default=1024)
+    s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", help="write the metrics to this JSON file")
+    s.set_defaults(fn=cmd_eval)
+
+    s = sub.add_parser("generate", help="generate tokens from a trained model with carried states")
+    s.add_argument("--run", help="training output folder")
+    s.add_argument("--model-dir", help="a save_pretrained folder")
+    s.add_argument("--prompt", default="\n", help="text prompt (text models)")
+    s.add_argument("--ids", help="comma-separated token ids instead of a text prompt")
+    s.add_argument("--tokenizer", choices=["byte", "gpt2"], help="default: the run's tokenizer")
+    s.add_argument("--bpe-dir", help="folder with GPT-2 encoder.json and vocab.bpe")
+    s.add_argument("--max-new-tokens", type=int, default=100)
+    s.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    s.add_argument("--top-k", type=int)
+    s.add_argument("--top-p", type=float)
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(fn=cmd_generate)
+
+    s = sub.add_parser("zoo", help="train several mixers on one task with the same budget; table + plot",
+                       description="Train every listed mixer (default: all causal mixers) on the same task with the "
+                       "same model shape and budget. Writes results.csv/json/md and zoo.png to --out.")
+    s.add_argument("--mixers", help="comma-separated mixer names (default: every causal mixer)")
+    s.add_argument("--task", help="task name (default: mqar with vocab 64, 4 pairs, length 64)")
+    s.add_argument("--task-arg", action="append", metavar="K=V")
+    s.add_argument("--d-model", type=int, default=64)
+    s.add_argument("--n-layers", type=int, default=2)
+    s.add_argument("--steps", type=int, default=400)
+    s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--lr", type=float, default=3e-3)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--out", default="results/zoo")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=cmd_zoo)
+
+    s = sub.add_parser("bench", help="time and peak memory vs sequence length, as ratios to attention",
+                       description="Measure forward and forward+backward time and peak memory of mixers (and their "
+                       "modes) vs sequence length. Ratios are against --baseline measured in the same run.")
+    s.add_argument("--mixers", default="attention,local_attention", help="comma-separated mixer names")
+    s.add_argument("--modes", default="default", help="'default', 'all', or comma-separated mode names")
+    s.add_argument("--lengths", default="256,512,1024,2048")
+    s.add_argument("--d-model", type=int, default=64)
+    s.add_argument("--batch", type=int, default=1)
+    s.add_argument("--mixer-kwargs", help='JSON: {"mixer": {kwarg: value}}')
+    s.add_argument("--baseline", default="attention", help="mixer the ratios refer to ('' for none)")
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
+    s.add_argument("--threads", type=int, help="torch CPU threads per measurement")
+    s.add_argument("--timeout", type=float, default=300.0, help="seconds per point before it is recorded as a timeout")
+    s.add_argument("--no-backward", action="store_true", help="forward only")
+    s.add_argument("--out", default="results/bench")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("experiment", help="run a registered experiment (see `seqzoo list experiments`)")
+    s.add_argument("name")
+    s.add_argument("--out", help="output folder (default results/NAME)")
+    s.add_argument("--set", action="append", metavar="K=V", help="experiment option, repeatable")
+    s.set_defaults(fn=cmd_experiment)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (ValueError, FileNotFoundError, TypeError) as e:
+        print(f"seqzoo {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""``TrainConfig``: every knob of the training loop, JSON-serialisable."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 500
+    batch_size: int = 32  # global batch per optimiser step (split over grad_accum and ranks)
+    grad_accum: int = 1
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
+    warmup_steps: int = 50
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    grad_clip: float | None = 1.0
+    eval_every: int = 100
+    eval_samples: int = 512
+    eval_batch_size: int = 128
+    log_every: int = 10
+    ckpt_every: int = 0  # 0: only at the end
+    out_dir: str | None = None
+    resume: bool = True  # continue from out_dir/checkpoint.pt when present
+    seed: int = 0
+    device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:1" ...
+    precision: str = "auto"  # "auto" (bf16 autocast where supported, else fp32) | "fp32" | "bf16"
+    distributed: str = "auto"  # "auto" (DDP when launched by torchrun) | "none" | "ddp" | "fsdp"
+    progress: bool = True
+    stop_after: int | None = None  # end this process after that step (as if killed), keeping the schedule of `steps`
+
+    def __post_init__(self) -> None:
+        if isinstance(self.betas, list):
+            self.betas = tuple(self.betas)
+        for name in ("steps", "batch_size", "grad_accum", "eval_samples", "eval_batch_size", "log_every"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v <= 0:
+                raise ValueError(f"TrainConfig.{name} must be a positive int, got {v!r}")
+        for name in ("warmup_steps", "eval_every", "ckpt_every"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 0:
+                raise ValueError(f"TrainConfig.{name} must be a non-negative int, got {v!r}")
+        if self.lr <= 0:
+            raise ValueError(f"TrainConfig.lr must be > 0, got {self.lr}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"TrainConfig.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"TrainConfig.precision must be 'auto', 'fp32' or 'bf16', got {self.precision!r}")
+        if self.distributed not in ("auto", "none", "ddp", "fsdp"):
+            raise ValueError(f"TrainConfig.distributed must be 'auto', 'none', 'ddp' or 'fsdp', got {self.distributed!r}")
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"batch_size={self.batch_size} must be divisible by grad_accum={self.grad_accum}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s) {sorted(unknown)}; known fields: {sorted(known)}")
+        return cls(**d)

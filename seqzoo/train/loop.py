@@ -1,0 +1,195 @@
+"""One training loop for every seqzoo model and task.
+
+Reproducibility by construction: the global batch of optimiser step s is a pure function of (seed, s), so
+a run resumed from a checkpoint (model, optimiser, step, RNG state) replays the same batches and gives
+the same losses as an uninterrupted run. Each rank takes its rows of the global batch, and every
+micro-batch loss is normalised by the scored-token count of the whole global batch, so DDP / FSDP /
+gradient accumulation compute the gradient of the same global mean loss as one process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from ..eval.evaluate import evaluate, forward_logits, scored_loss_sum
+from ..tasks.base import IGNORE_INDEX, Task
+from .checkpoint import export_model
+from .checkpoint import CHECKPOINT_NAME, load_checkpoint, load_optimizer_state, save_checkpoint
+from .config import TrainConfig
+from .distributed import all_reduce_mean, init_distributed, launched_by_torchrun, unwrap, world, wrap_model
+from .optim import build_optimizer, set_lr
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    if precision == "bf16":
+        return torch.bfloat16
+    if precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
+class BatchSource:
+    """The global batch of each step, deterministic in (seed, step)."""
+
+    def __init__(self, task: Task, cfg: TrainConfig):
+        self.task, self.cfg = task, cfg
+        self.fixed = None
+        if task.train_size:
+            self.fixed = task.build(task.train_size, cfg.seed, "train")
+
+    def global_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        B = self.cfg.batch_size
+        if self.fixed is None:
+            return self.task.build(B, self.cfg.seed * 1_000_003 + step, "train")
+        n = self.fixed[0].shape[0]
+        per_epoch = max(1, n // B)
+        epoch, k = divmod(step, per_epoch)
+        g = torch.Generator().manual_seed(self.cfg.seed * 7919 + epoch)
+        idx = torch.randperm(n, generator=g)[k * B:(k + 1) * B]
+        return self.fixed[0][idx], self.fixed[1][idx]
+
+
+class MetricsLog:
+    """Append-only JSONL (rank 0); on resume, lines after the checkpoint's step are dropped first."""
+
+    def __init__(self, path: Path | None, resume_step: int | None):
+        self.path = path
+        if path is None:
+            return
+        if resume_step is not None and path.exists():
+            kept = [l for l in path.read_text().splitlines() if l and json.loads(l).get("step", 0) <= resume_step]
+            path.write_text("".join(l + "\n" for l in kept))
+        elif path.exists():
+            path.unlink()
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.path is not None:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+
+
+def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]:
+    """Train ``model`` on ``task``; returns the final metrics. Writes files to ``cfg.out_dir`` when set."""
+    cfg = cfg or TrainConfig()
+    if overrides:
+        cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
+    device = resolve_device(cfg.device)
+    kind = cfg.distributed
+    if kind == "auto":
+        kind = "ddp" if launched_by_torchrun() else "none"
+    if kind != "none":
+        if not launched_by_torchrun():
+            raise ValueError(f"distributed={kind!r} needs a torchrun launch (WORLD_SIZE > 1)")
+        if device.type == "cuda":
+            local = int(__import__("os").environ.get("LOCAL_RANK", 0))
+            device = torch.device("cuda", local)
+            torch.cuda.set_device(device)
+        init_distributed(device)
+    rank, world_size = world()
+    per_rank = cfg.batch_size // cfg.grad_accum
+    if per_rank % world_size:
+        raise ValueError(f"batch_size/grad_accum={per_rank} must be divisible by the number of processes {world_size}")
+    micro = per_rank // world_size
+    amp = autocast_dtype(cfg.precision, device)
+    main = rank == 0
+    out = Path(cfg.out_dir) if cfg.out_dir else None
+    if out is not None and main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        (out / "task.json").write_text(json.dumps({"name": task.name, **task.config()}, indent=2, default=str) + "\n")
+        if hasattr(unwrap(model), "config"):
+            unwrap(model).config.to_json(out / "model_config.json")
+
+    torch.manual_seed(cfg.seed)
+    model.to(device)
+    overrides_map = model.optim_overrides() if hasattr(model, "optim_overrides") else {}
+    start_step = 0
+    ckpt_path = out / CHECKPOINT_NAME if out is not None else None
+    resume_state = None
+    if cfg.resume and ckpt_path is not None and ckpt_path.exists():
+        resume_state = load_checkpoint(ckpt_path, model)
+        start_step = resume_state["step"]
+    train_model = wrap_model(model, kind, device) if kind != "none" else model
+    optimizer = build_optimizer(model, cfg, overrides_map)
+    if resume_state is not None:
+        load_optimizer_state(train_model, optimizer, resume_state["optimizer"])
+        torch.set_rng_state(resume_state["rng"])
+    log = MetricsLog(out / "metrics.jsonl" if (out is not None and main) else None,
+                     start_step if resume_state is not None else None)
+
+    source = BatchSource(task, cfg)
+    valid = task.build(cfg.eval_samples, cfg.seed, "valid")
+    task_kind = getattr(task, "kind", "lm")
+
+    def run_eval(step: int) -> dict[str, float]:
+        m = evaluate(unwrap(train_model) if kind == "ddp" else train_model, *valid,
+                     batch_size=cfg.eval_batch_size, kind=task_kind, device=device, autocast_dtype=amp)
+        rec = {"step": step, "split": "valid", "loss": m["loss"], "accuracy": m["accuracy"]}
+        log.write(rec)
+        return rec
+
+    bar = tqdm(total=cfg.steps, initial=start_step, disable=not (cfg.progress and main), desc="train",
+               dynamic_ncols=True, leave=True)
+    t0 = time.time()
+    last_eval: dict[str, float] = {}
+    loss_value = float("nan")
+    stop_at = cfg.steps if cfg.stop_after is None else min(cfg.steps, cfg.stop_after)
+    train_model.train()
+    for step in range(start_step, stop_at):
+        lr = set_lr(optimizer, step, cfg)
+        xs, ys = source.global_batch(step)
+        n_scored = int((ys != IGNORE_INDEX).sum()) if task_kind == "lm" else ys.shape[0]
+        optimizer.zero_grad(set_to_none=True)
+        step_loss = 0.0
+        for a in range(cfg.grad_accum):
+            lo = a * per_rank + rank * micro
+            x, y = xs[lo:lo + micro].to(device), ys[lo:lo + micro].to(device)
+            with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                logits = forward_logits(train_model, x, task_kind)
+            loss_sum, _ = scored_loss_sum(logits, y)
+            # gradient of the global mean: DDP averages over ranks, hence the world_size factor
+            (loss_sum * world_size / max(1, n_scored)).backward()
+            step_loss += float(loss_sum.detach())
+        grad_norm = None
+        if cfg.grad_clip:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(train_model.parameters(), cfg.grad_clip))
+        optimizer.step()
+        loss_value = all_reduce_mean(step_loss, device) * world_size / max(1, n_scored)
+        if not math.isfinite(loss_value):
+            raise FloatingPointError(f"training loss became {loss_value} at step {step + 1}")
+        done = step + 1
+        if done % cfg.log_every == 0 or done == cfg.steps:
+            log.write({"step": done, "split": "train", "loss": loss_value, "lr": lr, "grad_norm": grad_norm,
+                       "time_s": round(time.time() - t0, 3)})
+        if cfg.eval_every and done % cfg.eval_every == 0 and done != cfg.steps:
+            last_eval = run_eval(done)
+        if cfg.ckpt_every and done % cfg.ckpt_every == 0 and out is not None:
+            save_checkpoint(ckpt_path, train_model, optimizer, done, main)
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", **({"acc": f"{last_eval['accuracy']:.3f}"} if last_eval else {}))
+    bar.close()
+    result: dict[str, Any] = {"step": stop_at, "train_loss": loss_value, "time_s": round(time.time() - t0, 3),
+                              "params": unwrap(model).num_parameters() if hasattr(unwrap(model), "num_parameters") else None}
+    if stop_at == cfg.steps:
+        last_eval = run_eval(cfg.steps)
+        result.update(valid_loss=last_eval["loss"], valid_accuracy=last_eval["accuracy"])
+    if out is not None:
+        save_checkpoint(ckpt_path, train_model, optimizer, stop_at, main)
+        if stop_at == cfg.steps and hasattr(unwrap(model), "save_pretrained"):
+            export_model(train_model, model, out / "model", main)
+        if main:
+            (out / "final.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result

@@ -1,0 +1,105 @@
+"""A run's full description — model, task, training — from a config file (JSON or TOML) plus overrides.
+
+    {"model": {"preset": "attention-tiny", "d_model": 64},      # or ModelConfig fields without a preset
+     "task":  {"name": "mqar", "num_pairs": 8, "seq_len": 64},
+     "train": {"steps": 600, "lr": 3e-3, "out_dir": "runs/mqar"}}
+
+The model's ``vocab_size`` follows the task's unless the file sets it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..models import MODEL_TYPES, PRESETS, ModelConfig
+from ..tasks import build_task
+from .config import TrainConfig
+
+
+def parse_value(text: str) -> Any:
+    """CLI values: JSON when it parses (numbers, true/false, lists, dicts), else the raw string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_assignments(items: list[str] | None, what: str = "--set") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"{what} expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = parse_value(value)
+    return out
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    if path.suffix == ".toml":
+        import tomllib
+
+        return tomllib.loads(path.read_text())
+    if path.suffix == ".json":
+        return json.loads(path.read_text())
+    raise ValueError(f"config file must be .json or .toml, got {path.name}")
+
+
+def apply_dotted(spec: dict[str, Any], assignments: dict[str, Any]) -> dict[str, Any]:
+    """``{"train.steps": 100}`` -> ``spec["train"]["steps"] = 100``."""
+    spec = copy.deepcopy(spec)
+    for key, value in assignments.items():
+        parts = key.split(".")
+        if parts[0] not in ("model", "task", "train") or len(parts) < 2:
+            raise ValueError(f"--set keys look like model.X, task.X or train.X; got {key!r}")
+        node = spec.setdefault(parts[0], {})
+        for p in parts[1:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return spec
+
+
+@dataclass
+class RunSpec:
+    model: dict[str, Any]
+    task: dict[str, Any]
+    train: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+        unknown = set(d) - {"model", "task", "train"}
+        if unknown:
+            raise ValueError(f"unknown config section(s) {sorted(unknown)}; expected model, task, train")
+        return cls(dict(d.get("model", {})), dict(d.get("task", {})), dict(d.get("train", {})))
+
+    def build(self):
+        """-> (model, task, TrainConfig)."""
+        task_kwargs = dict(self.task)
+        task_name = task_kwargs.pop("name", None)
+        if not task_name:
+            raise ValueError("the run needs a task: task.name (e.g. --task mqar)")
+        task = build_task(task_name, **task_kwargs)
+        model_fields = dict(self.model)
+        preset = model_fields.pop("preset", None)
+        model_fields.setdefault("vocab_size", task.vocab_size)
+        if preset is not None:
+            if preset not in PRESETS:
+                raise ValueError(f"unknown preset {preset!r}; available presets: {sorted(PRESETS)}")
+            config = PRESETS[preset].config(**model_fields)
+            kind = PRESETS[preset].kind
+        else:
+            kind = model_fields.pop("kind", "lm")
+            config = ModelConfig.from_dict(model_fields)
+        if config.vocab_size < task.vocab_size:
+            raise ValueError(f"model vocab_size={config.vocab_size} is smaller than the task's {task.vocab_size}")
+        model = MODEL_TYPES[kind](config)
+        return model, task, TrainConfig.from_dict(self.train)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "task": self.task, "train": self.train}

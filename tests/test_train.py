@@ -1,0 +1,156 @@
+"""Training loop: learning, exact resume (also after a real kill), accumulation, optimiser groups, DDP/FSDP."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from seqzoo import LanguageModel, ModelConfig
+from seqzoo.tasks import build_task
+from seqzoo.train import TrainConfig, lr_factor, param_groups, train
+
+TASK = {"vocab_size": 16, "num_pairs": 2, "seq_len": 16}
+
+
+def small_model(seed=0):
+    torch.manual_seed(seed)
+    return LanguageModel(ModelConfig(vocab_size=16, d_model=32, n_layers=2, pattern=["attention"], dropout=0.1,
+                                     mixer_kwargs={"attention": {"n_heads": 2}}, mlp_ratio=2.0))
+
+
+def cfg(out=None, **kw):
+    base = dict(steps=30, batch_size=16, lr=3e-3, warmup_steps=5, eval_every=10, eval_samples=64, log_every=1,
+                out_dir=str(out) if out else None, progress=False)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def train_losses(path: Path) -> list[float]:
+    return [r["loss"] for r in map(json.loads, path.read_text().splitlines()) if r["split"] == "train"]
+
+
+def test_loss_goes_down_and_files_are_written(tmp_path):
+    res = train(small_model(), build_task("mqar", **TASK), cfg(tmp_path, steps=60))
+    losses = train_losses(tmp_path / "metrics.jsonl")
+    assert len(losses) == 60 and sum(losses[-10:]) / 10 < sum(losses[:10]) / 10
+    for name in ("train_config.json", "task.json", "model_config.json", "final.json", "checkpoint.pt",
+                 "model/config.json", "model/model.safetensors"):
+        assert (tmp_path / name).exists(), name
+    assert 0.0 <= res["valid_accuracy"] <= 1.0 and res["step"] == 60
+
+
+def test_resume_gives_the_identical_loss_curve(tmp_path):
+    task = build_task("mqar", **TASK)
+    train(small_model(), task, cfg(tmp_path / "whole", ckpt_every=10))
+    # first process stops after step 20 (as if killed right after the checkpoint); the second resumes
+    train(small_model(), task, cfg(tmp_path / "split", ckpt_every=10, stop_after=20))
+    assert len(train_losses(tmp_path / "split" / "metrics.jsonl")) == 20
+    train(small_model(seed=123), task, cfg(tmp_path / "split", ckpt_every=10))  # weights come from the checkpoint
+    assert train_losses(tmp_path / "split" / "metrics.jsonl") == train_losses(tmp_path / "whole" / "metrics.jsonl")
+
+
+def _cli(out: Path, steps: int) -> list[str]:
+    return [sys.executable, "-m", "seqzoo", "train", "--model", "attention-tiny", "--task", "mqar",
+            "--task-arg", "vocab_size=16", "--task-arg", "num_pairs=2", "--task-arg", "seq_len=16",
+            "--model-arg", "d_model=32", "--model-arg", "dropout=0.1", "--steps", str(steps), "--batch-size", "16",
+            "--ckpt-every", "5", "--eval-every", "0", "--set", "train.log_every=1", "--out", str(out), "--no-progress"]
+
+
+def test_killed_run_resumes_to_the_same_losses(tmp_path):
+    steps = 60
+    subprocess.run(_cli(tmp_path / "whole", steps), check=True, capture_output=True)
+    proc = subprocess.Popen(_cli(tmp_path / "killed", steps), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt = tmp_path / "killed" / "checkpoint.pt"
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before_kill = len(train_losses(tmp_path / "killed" / "metrics.jsonl"))
+    assert done_before_kill < steps, "the run finished before it could be killed; make it longer"
+    subprocess.run(_cli(tmp_path / "killed", steps), check=True, capture_output=True)
+    assert train_losses(tmp_path / "killed" / "metrics.jsonl") == train_losses(tmp_path / "whole" / "metrics.jsonl")
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path):
+    task = build_task("mqar", **TASK)
+    m1, m2 = small_model(), small_model()
+    for m in (m1, m2):
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Dropout):
+                mod.p = 0.0
+    train(m1, task, cfg(tmp_path / "b", steps=10))
+    train(m2, task, cfg(tmp_path / "c", steps=10, grad_accum=4))
+    la, lb = train_losses(tmp_path / "b" / "metrics.jsonl"), train_losses(tmp_path / "c" / "metrics.jsonl")
+    assert max(abs(x - y) for x, y in zip(la, lb)) < 1e-5
+
+
+def test_param_groups_follow_the_rules_and_the_mixers_overrides():
+    m = small_model()
+    m.blocks[0].mixer.optim_overrides = lambda: {"q_proj.weight": {"lr": 1e-4, "weight_decay": 0.0},
+                                                 "k_proj.weight": {"lr_scale": 0.5}}
+    groups = param_groups(m, cfg(), m.optim_overrides())
+    by_name = {n: g for g in groups for n in g["names"]}
+    assert by_name["blocks.0.mixer.q_proj.weight"]["lr"] == 1e-4
+    assert by_name["blocks.0.mixer.q_proj.weight"]["weight_decay"] == 0.0
+    assert by_name["blocks.0.mixer.k_proj.weight"]["lr"] == pytest.approx(1.5e-3)
+    assert by_name["blocks.1.mixer.q_proj.weight"]["weight_decay"] == 0.1
+    assert by_name["embed.weight"]["weight_decay"] == 0.0
+    assert by_name["blocks.0.norm1.weight"]["weight_decay"] == 0.0
+    assert sum(len(g["params"]) for g in groups) == len({id(p) for p in m.parameters()})
+    with pytest.raises(ValueError, match="unknown parameters"):
+        param_groups(m, cfg(), {"nope.weight": {"lr": 1.0}})
+
+
+def test_schedule_warms_up_then_decays_to_the_floor():
+    c = TrainConfig(steps=100, warmup_steps=10, min_lr_ratio=0.1)
+    assert lr_factor(0, c) == pytest.approx(0.1) and lr_factor(9, c) == pytest.approx(1.0)
+    assert lr_factor(10, c) == pytest.approx(1.0)
+    assert lr_factor(99, c) == pytest.approx(0.1, abs=1e-3)
+    f = [lr_factor(s, c) for s in range(10, 100)]
+    assert all(a >= b for a, b in zip(f, f[1:]))
+
+
+def test_bad_train_config_is_rejected():
+    with pytest.raises(ValueError, match="steps"):
+        TrainConfig(steps=0)
+    with pytest.raises(ValueError, match="grad_accum"):
+        TrainConfig(batch_size=10, grad_accum=3)
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig(precision="fp8")
+    with pytest.raises(ValueError, match="torchrun"):
+        train(small_model(), build_task("mqar", **TASK), cfg(distributed="ddp"))
+
+
+def _torchrun_args(out: Path, distributed: str, nproc: int) -> list[str]:
+    cmd = _cli(out, 12)
+    cmd[cmd.index("--ckpt-every") + 1] = "0"
+    i = cmd.index("-m")
+    cmd = cmd[i + 2:]  # drop "python -m seqzoo"
+    cmd[cmd.index("--model-arg") + 3] = "dropout=0.0"
+    if nproc == 1:
+        return [sys.executable, "-m", "seqzoo", *cmd, "--distributed", "none"]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "-m", "seqzoo", *cmd, "--distributed", distributed]
+
+
+@pytest.mark.parametrize("kind", ["ddp", "fsdp"])
+def test_two_processes_match_one(tmp_path, kind):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(_torchrun_args(tmp_path / "one", kind, 1), check=True, capture_output=True, env=env)
+    res = subprocess.run(_torchrun_args(tmp_path / "two", kind, 2), capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    a, b = train_losses(tmp_path / "one" / "metrics.jsonl"), train_losses(tmp_path / "two" / "metrics.jsonl")
+    assert len(a) == len(b) == 12
+    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4, (a, b)
+    from seqzoo import LanguageModel as LM
+
+    x = torch.randint(0, 16, (2, 16))
+    torch.testing.assert_close(LM.from_pretrained(tmp_path / "one" / "model")(x).logits,
+                               LM.from_pretrained(tmp_path / "two" / "model")(x).logits, atol=1e-4, rtol=1e-4)
