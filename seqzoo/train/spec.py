@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..models import MODEL_TYPES, PRESETS, ModelConfig
 from ..tasks import build_task
 from .config import TrainConfig
@@ -85,6 +87,8 @@ class RunSpec:
         if not task_name:
             raise ValueError("the run needs a task: task.name (e.g. --task mqar)")
         task = build_task(task_name, **task_kwargs)
+        train_cfg = TrainConfig.from_dict(self.train)
+        torch.manual_seed(train_cfg.seed)  # the initial weights are part of the run: same seed, same model
         model_fields = dict(self.model)
         preset = model_fields.pop("preset", None)
         model_fields.setdefault("vocab_size", task.vocab_size)
@@ -99,7 +103,7 @@ class RunSpec:
         if config.vocab_size < task.vocab_size:
             raise ValueError(f"model vocab_size={config.vocab_size} is smaller than the task's {task.vocab_size}")
         model = MODEL_TYPES[kind](config)
-        return model, task, TrainConfig.from_dict(self.train)
+        return model, task, train_cfg
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "task": self.task, "train": self.train}
