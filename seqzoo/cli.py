@@ -222,8 +222,11 @@ def make_parser() -> argparse.ArgumentParser:
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("list", help="list mixers, presets, tasks and experiments")
-    s.add_argument("what", nargs="?", default="all", choices=["all", "mixers", "presets", "tasks", "experiments"])
+    s = sub.add_parser("list", help="list mixers, presets, tasks and experiments",
+                       description="List what is registered: mixers with their modes and causality, model presets "
+                       "(family, kind, size), tasks and experiments. Families register themselves on import.")
+    s.add_argument("what", nargs="?", default="all", choices=["all", "mixers", "presets", "tasks", "experiments"],
+                   help="which registry to print (default: all)")
     s.set_defaults(fn=cmd_list)
 
     s = sub.add_parser("train", help="train a model on a task (config file and/or flags)",
@@ -314,8 +317,10 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(fn=cmd_bench)
 
-    s = sub.add_parser("experiment", help="run a registered experiment (see `seqzoo list experiments`)")
-    s.add_argument("name")
+    s = sub.add_parser("experiment", help="run a registered experiment (see `seqzoo list experiments`)",
+                       description="Run one registered experiment end to end; it writes its config, metrics files "
+                       "and plots under --out. Options reach the experiment as --set key=value (JSON values).")
+    s.add_argument("name", help="experiment name (see `seqzoo list experiments`)")
     s.add_argument("--out", help="output folder (default results/NAME)")
     s.add_argument("--set", action="append", metavar="K=V", help="experiment option, repeatable")
     s.set_defaults(fn=cmd_experiment)
