@@ -7,7 +7,9 @@ the sliding window follows Griffin (arXiv:2402.19427, §2.4 and spec/griffin.md 
     key j is visible from query i  iff  p_j <= p_i  and (window is None or p_i - p_j <= window)
 
 so a local query sees itself plus the ``window`` previous tokens, and the cache it needs holds the keys
-and values of the last ``window`` tokens (bounded memory). The state is the KV cache: rotated keys and
+and values of the last ``window`` tokens (bounded memory). With ``segment_pos (B, T)`` (packed documents,
+0 where a document starts) a key is also hidden when a document starts in ``(p_j, p_i]``, and RoPE uses
+``segment_pos`` (restarting at 0 per document) instead of the stream position, as in Griffin/RecurrentGemma. The state is the KV cache: rotated keys and
 values of the tokens seen so far (all of them for global attention, the last ``window`` for local) plus
 the stream position, which continues RoPE across calls.
 
@@ -32,11 +34,17 @@ from .base import Mixer, register_mixer
 
 @dataclass
 class KVCache:
-    """Keys (rotated) and values of the visible past, ``(B, S, H_kv, hd)``, and the stream position ``(B,)``."""
+    """Keys (rotated) and values of the visible past, ``(B, S, H_kv, hd)``, and the stream position ``(B,)``.
+
+    ``seg (B, S)``: the RoPE / document position (``segment_pos``) of every cached key; None means it equals the
+    stream position (no packed documents). It continues ``segment_pos`` for a call that passes none, and marks
+    document starts (0) inside the cache, which hide the keys before them.
+    """
 
     k: torch.Tensor
     v: torch.Tensor
     pos: torch.Tensor
+    seg: torch.Tensor | None = None
 
 
 def visible_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
@@ -48,8 +56,15 @@ def visible_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -
     return mask
 
 
+def document_mask(starts: torch.Tensor, T: int) -> torch.Tensor:
+    """``starts (B, S+T)`` bool (a document starts at this key) -> ``(B, T, S+T)``: True where the query (one of the
+    last T positions) and the key lie in the same document, i.e. no document starts in ``(p_j, p_i]``."""
+    doc = starts.long().cumsum(dim=1)  # (B, S+T): document index of every position
+    return doc[:, -T:, None] == doc[:, None, :]
+
+
 def naive_attention(q, k, v, mask, scale):
-    """Reference: ``q (B, H, Tq, hd)``, ``k, v (B, H, Tk, hd)``, boolean ``mask (Tq, Tk)`` or None."""
+    """Reference: ``q (B, H, Tq, hd)``, ``k, v (B, H, Tk, hd)``, boolean ``mask`` ``(Tq, Tk)`` / ``(B, 1, Tq, Tk)`` or None."""
     compute = torch.promote_types(q.dtype, torch.float32)
     logits = torch.einsum("bhqd,bhkd->bhqk", q.to(compute), k.to(compute)) * scale
     if mask is not None:
@@ -60,6 +75,7 @@ def naive_attention(q, k, v, mask, scale):
 @register_mixer("attention")
 class Attention(Mixer):
     modes = ("sdpa", "naive")
+    supports_segment_pos = True
     test_kwargs = {"n_heads": 4, "n_kv_heads": 2}
 
     def __init__(
@@ -120,15 +136,28 @@ class Attention(Mixer):
             raise ValueError(f"{self.name}: state.pos must hold one equal stream position per batch row, got {pos.tolist()}")
         return int(pos[0])
 
-    def _forward(self, x: torch.Tensor, state: KVCache | None, mode: str):
+    def _positions(self, x: torch.Tensor, state: KVCache | None, pos0: int, segment_pos: torch.Tensor | None):
+        """RoPE / document positions of the new tokens: ``(B, T)``, or ``(T,)`` when they are the stream positions."""
+        T = x.shape[1]
+        if segment_pos is not None:
+            if segment_pos.dtype.is_floating_point or segment_pos.dtype == torch.bool:
+                raise TypeError(f"{self.name}: segment_pos must be an integer tensor, got {segment_pos.dtype}")
+            return segment_pos.to(device=x.device, dtype=torch.long)
+        steps = torch.arange(T, device=x.device)
+        if state is not None and state.seg is not None and state.seg.shape[1] > 0:
+            return state.seg[:, -1:].to(torch.long) + 1 + steps  # (B, T): continue the documents
+        return steps + pos0  # (T,)
+
+    def _forward(self, x: torch.Tensor, state: KVCache | None, mode: str, segment_pos: torch.Tensor | None = None):
         B, T, _ = x.shape
         pos0 = 0 if state is None else self._check_state(x, state)
         q = rearrange(self.q_proj(x), "b t (h d) -> b t h d", h=self.n_heads)  # (B, T, H, hd)
         k = rearrange(self.k_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)  # (B, T, Hkv, hd)
         v = rearrange(self.v_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)
-        q_pos = torch.arange(pos0, pos0 + T, device=x.device)
-        q = apply_rope(q, q_pos, self.rope_fraction, self.rope_base)
-        k = apply_rope(k, q_pos, self.rope_fraction, self.rope_base)
+        q_pos = torch.arange(pos0, pos0 + T, device=x.device)  # stream positions (causality, window)
+        rope_pos = self._positions(x, state, pos0, segment_pos)  # (B, T) or (T,)
+        q = apply_rope(q, rope_pos, self.rope_fraction, self.rope_base)
+        k = apply_rope(k, rope_pos, self.rope_fraction, self.rope_base)
         if state is not None:
             k_all = torch.cat([state.k.to(k.dtype), k], dim=1)  # (B, S+T, Hkv, hd)
             v_all = torch.cat([state.v.to(v.dtype), v], dim=1)
@@ -136,7 +165,19 @@ class Attention(Mixer):
             k_all, v_all = k, v
         S = k_all.shape[1] - T
         k_pos = torch.arange(pos0 - S, pos0 + T, device=x.device)
-        out = self._attend(q, k_all, v_all, q_pos, k_pos, mode)  # (B, T, H, hd)
+        seg_new = rope_pos.expand(B, T) if rope_pos.dim() == 2 else None  # (B, T)
+        seg_all = None  # (B, S+T) document positions of every key, when any are known
+        if seg_new is not None or (state is not None and state.seg is not None):
+            old = (state.seg if state is not None and state.seg is not None
+                   else k_pos[:S].expand(B, S)) if S else k_pos[:0].expand(B, 0)
+            new = seg_new if seg_new is not None else q_pos.expand(B, T)
+            seg_all = torch.cat([old.to(torch.long), new], dim=1)
+        doc = None  # (B, T, S+T) same-document mask, only when a document starts after the first key
+        if seg_all is not None:
+            starts = seg_all == 0
+            if bool(starts[:, 1:].any()):
+                doc = document_mask(starts, T)
+        out = self._attend(q, k_all, v_all, q_pos, k_pos, mode, doc)  # (B, T, H, hd)
         y = self.o_proj(rearrange(out, "b t h d -> b t (h d)"))
         new_state = None
         if self.causal:
@@ -144,41 +185,49 @@ class Attention(Mixer):
             new_state = KVCache(
                 k=k_all[:, -keep:], v=v_all[:, -keep:],
                 pos=torch.full((B,), pos0 + T, dtype=torch.long, device=x.device),
+                seg=None if seg_all is None else seg_all[:, -keep:],
             )
         return y, new_state
 
     # ----------------------------------------------------------------- kernels
-    def _attend(self, q, k, v, q_pos, k_pos, mode):
-        """q ``(B, T, H, hd)``, k/v ``(B, S+T, Hkv, hd)`` -> ``(B, T, H, hd)``."""
+    def _attend(self, q, k, v, q_pos, k_pos, mode, doc=None):
+        """q ``(B, T, H, hd)``, k/v ``(B, S+T, Hkv, hd)``, ``doc (B, T, S+T)`` or None -> ``(B, T, H, hd)``."""
         scale = self.head_dim ** -0.5
         group = self.n_heads // self.n_kv_heads
         q = q.transpose(1, 2)  # (B, H, T, hd)
-        k = k.transpose(1, 2).repeat_interleave(group, dim=1)  # (B, H, S+T, hd)
-        v = v.transpose(1, 2).repeat_interleave(group, dim=1)
+        k = k.transpose(1, 2)  # (B, Hkv, S+T, hd)
+        v = v.transpose(1, 2)
         if mode == "blocked":
-            out = self._blocked(q, k, v, q_pos, k_pos, scale)
+            return self._blocked(q, k, v, q_pos, k_pos, scale, doc).transpose(1, 2)
+        mask = visible_mask(q_pos, k_pos, self.window) if self.causal else None  # (T, S+T)
+        if doc is not None:
+            mask = doc[:, None] if mask is None else mask & doc[:, None]  # (B, 1, T, S+T)
+        if mode == "naive":
+            k = k.repeat_interleave(group, dim=1)  # (B, H, S+T, hd)
+            v = v.repeat_interleave(group, dim=1)
+            out = naive_attention(q, k, v, mask, scale)
+        elif self.causal and self.window is None and doc is None and q.shape[2] == k.shape[2]:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=group > 1)
         else:
-            mask = visible_mask(q_pos, k_pos, self.window) if self.causal else None
-            if mode == "naive":
-                out = naive_attention(q, k, v, mask, scale)
-            elif self.causal and self.window is None and q.shape[2] == k.shape[2]:
-                out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-            else:
-                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=group > 1)
         return out.transpose(1, 2)
 
-    def _blocked(self, q, k, v, q_pos, k_pos, scale):
+    def _blocked(self, q, k, v, q_pos, k_pos, scale, doc=None):
         """Sliding-window attention in query blocks of ``window``: each block sees at most 2·window keys."""
         W = self.window
         T, S = q.shape[2], k.shape[2] - q.shape[2]
+        group = self.n_heads // self.n_kv_heads
         outs = []
         for start in range(0, T, W):
             stop = min(start + W, T)
             k_lo = max(0, S + start - W)  # first key any query of this block can see
             k_hi = S + stop
-            mask = visible_mask(q_pos[start:stop], k_pos[k_lo:k_hi], W)
+            mask = visible_mask(q_pos[start:stop], k_pos[k_lo:k_hi], W)  # (tq, tk)
+            if doc is not None:
+                mask = mask & doc[:, None, start:stop, k_lo:k_hi]  # (B, 1, tq, tk)
             outs.append(F.scaled_dot_product_attention(
-                q[:, :, start:stop], k[:, :, k_lo:k_hi], v[:, :, k_lo:k_hi], attn_mask=mask, scale=scale))
+                q[:, :, start:stop], k[:, :, k_lo:k_hi], v[:, :, k_lo:k_hi], attn_mask=mask, scale=scale,
+                enable_gqa=group > 1))
         return torch.cat(outs, dim=2)
 
 

@@ -1,0 +1,56 @@
+"""RG-LRU op (Griffin, arXiv:2402.19427): gates -> linear scan ``h_t = a_t h_{t-1} + b_t``.
+
+``rglru(x, gate_x, gate_a, a_param, reset=None, h0=None, impl="auto")`` with ``impl``:
+  * ``"naive"``: the Python loop over t (the truth; the T = 1 decode path);
+  * ``"scan"``: the two-level chunked scan with a reverse-scan custom backward (training / prefill);
+  * ``"auto"``: ``"naive"`` for T == 1, else ``"scan"``.
+``linear_scan`` exposes the bare scan with the same ``impl`` switch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .gates import SqrtBoundDerivative, rglru_gates, sqrt_bound_derivative
+from .naive import acc_dtype, linear_scan_naive, rglru_naive
+from .scan import default_chunk, linear_scan_chunked
+
+IMPLS = ("auto", "naive", "scan")
+
+
+def linear_scan(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None, impl: str = "auto",
+                chunk: int | None = None):
+    """``a, b (B, T, R)``, ``h0 (B, R)`` -> ``h (B, T, R)``, ``h_T (B, R)`` (accumulation dtype)."""
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if a.shape != b.shape or b.dim() != 3:
+        raise ValueError(f"a and b must both have shape (B, T, R), got {tuple(a.shape)} and {tuple(b.shape)}")
+    if h0 is not None and h0.shape != (b.shape[0], b.shape[2]):
+        raise ValueError(f"h0 must have shape ({b.shape[0]}, {b.shape[2]}), got {tuple(h0.shape)}")
+    if impl == "naive" or (impl == "auto" and b.shape[1] == 1):
+        return linear_scan_naive(a, b, h0)
+    return linear_scan_chunked(a, b, h0, chunk)
+
+
+def rglru(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0, impl: str = "auto",
+          chunk: int | None = None):
+    """RG-LRU over ``x (B, T, R)`` given gate pre-activations ``(B, T, R)``, ``a_param (R)``, ``reset (B, T)`` bool.
+
+    Returns ``y (B, T, R)`` in x's dtype and the final state ``h (B, R)`` in fp32 (fp64 for fp64 input).
+    """
+    if x.dim() != 3:
+        raise ValueError(f"x must have shape (B, T, R), got {tuple(x.shape)}")
+    for name, g in (("gate_x", gate_x), ("gate_a", gate_a)):
+        if g.shape != x.shape:
+            raise ValueError(f"{name} must have shape {tuple(x.shape)} like x, got {tuple(g.shape)}")
+    if a_param.shape != x.shape[-1:]:
+        raise ValueError(f"a_param must have shape ({x.shape[-1]},), got {tuple(a_param.shape)}")
+    if reset is not None and (reset.shape != x.shape[:2] or reset.dtype != torch.bool):
+        raise ValueError(f"reset must be a bool tensor of shape {tuple(x.shape[:2])}, got {reset.dtype} {tuple(reset.shape)}")
+    a, b = rglru_gates(x, gate_x, gate_a, a_param, reset, c)
+    h, h_last = linear_scan(a, b, h0, impl=impl, chunk=chunk)
+    return h.to(x.dtype), h_last
+
+
+__all__ = ["IMPLS", "SqrtBoundDerivative", "acc_dtype", "default_chunk", "linear_scan", "linear_scan_chunked",
+           "linear_scan_naive", "rglru", "rglru_gates", "rglru_naive", "sqrt_bound_derivative"]

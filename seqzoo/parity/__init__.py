@@ -1,0 +1,1 @@
+"""Weight / config / cache maps from the official implementations (xlstm, recurrentgemma, Orchid) to seqzoo."""
