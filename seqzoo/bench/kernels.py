@@ -1,0 +1,383 @@
+"""Kernel-level benchmark: forward and forward+backward time of the sequence kernels, with % of the roofline.
+
+CUDA (``--device cuda``): the anchors.md shapes — B·T = 65,536 tokens, H = 16, Dk = 128, Dv = 256, T = 1K..64K for
+mLSTM / gated linear attention, the §2.1 shapes for the diagonal scan and the fused RG-LRU — for the seqzoo Triton kernels, the
+PyTorch chunkwise paths, ``F.scaled_dot_product_attention`` (causal, H = 32 × 128 as in the TFLA benchmark) and,
+when installed, flash-linear-attention (``chunk_simple_gla``, ``chunk_gla``) and NX-AI ``mlstm_kernels``
+(``chunkwise--triton_xl_chunk``). Times from ``triton.testing.do_bench`` (median, L2 flushed between runs);
+``frac_roofline`` = roofline bound (anchors.md §2.1 / §2.2 formulas, measured H100/H200 limits) / measured time.
+NOTE: the seqzoo mLSTM Triton kernel has no Triton backward yet (backward = PyTorch recompute), so its fwd+bwd
+column measures that, and is labelled ``bwd=torch-recompute``; the GLA, scan and RG-LRU kernels are Triton both ways.
+
+CPU (``--device cpu``, the default without a GPU): small shapes, torch reference paths only, all contenders of
+one point timed interleaved in one process (min of N), reported as ratios against the per-token loop of the same
+op measured in the same run (anchors.md §6: on CPU only same-run ratios count).
+
+Results: ``kernels.csv``, ``kernels.json``, ``config.json`` and ``kernels.png`` under ``--out``.
+Run: ``python -m seqzoo.bench.kernels --device cpu --out results/kernels``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+OPS = ("mlstm", "gla", "attention", "scan", "rglru")
+# measured limits (anchors.md §1): FLOP/s and bytes/s
+PEAK_FLOPS = 795e12
+HBM_BW = {"H100": 3.0e12, "H200": 4.3e12}
+
+
+# ------------------------------------------------------------------------------------------------ rooflines
+def scan_roofline_ms(B: int, T: int, D: int, s: int = 2, backward: bool = False, gpu: str = "H100") -> float:
+    """anchors.md §2.1: real diagonal scan, 3·N·s bytes forward, ≈8·N·s forward+backward; always memory bound."""
+    N = B * T * D
+    return (8 if backward else 3) * N * s / HBM_BW[gpu] * 1e3
+
+
+def rglru_roofline_ms(B: int, T: int, D: int, s: int = 2, backward: bool = False, gpu: str = "H100") -> float:
+    """Fused RG-LRU: forward reads x and two gate pre-activations and writes y, 4·N·s (anchors.md §2.1); our
+    backward reads x, both gates, y, dy and writes dx and both gate gradients, 8·N·s more (12·N·s fwd+bwd)."""
+    return (12 if backward else 4) * B * T * D * s / HBM_BW[gpu] * 1e3
+
+
+def gla_roofline_ms(B: int, T: int, H: int, Dk: int, Dv: int, C: int, Dg: int, s: int = 2, s_state: int = 4,
+                    states_on_chip: bool = True, backward: bool = False, gpu: str = "H100") -> float:
+    """anchors.md §2.2: max(FLOPs / P, bytes / BW) for chunked GLA / mLSTM; fwd+bwd ≈ 3x the forward (both terms).
+
+    ``states_on_chip``: the seqzoo kernels keep chunk states in registers, so the state term is dropped.
+    """
+    flops = B * H * T * (2 * C * (Dk + Dv) + 4 * Dk * Dv)
+    nbytes = B * H * T * (2 * Dk + Dv + Dg + Dv) * s
+    if not states_on_chip:
+        nbytes += 2 * B * H * (T // C) * Dk * Dv * s_state
+    ms = max(flops / PEAK_FLOPS, nbytes / HBM_BW[gpu]) * 1e3
+    return ms * (3 if backward else 1)
+
+
+def attention_roofline_ms(B: int, T: int, H: int, D: int, backward: bool = False) -> float:
+    """anchors.md §2.4: causal 2·B·H·T²·D FLOPs forward, 3.5x for fwd+bwd."""
+    return 2 * B * H * T * T * D * (3.5 if backward else 1) / PEAK_FLOPS * 1e3
+
+
+# ------------------------------------------------------------------------------------------------ timing
+def _time_cuda(fn: Callable[[], Any]) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median"))
+
+
+def _time_once(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def _time_cpu_interleaved(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """Min of ``rounds`` calls each, contenders interleaved round-robin (ms)."""
+    best = {k: float("inf") for k in fns}
+    for fn in fns.values():  # warm-up
+        fn()
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[k] = min(best[k], (time.perf_counter() - t0) * 1e3)
+    return best
+
+
+def _fwd_bwd(f: Callable[..., Any], inputs: list[torch.Tensor]):
+    """Closures for forward (no grad) and forward+backward of ``f(*inputs)`` (first output, squared-mean loss)."""
+    leaves = [x.detach().requires_grad_(x.is_floating_point()) for x in inputs]
+
+    def fwd():
+        with torch.no_grad():
+            return f(*inputs)
+
+    def fwdbwd():
+        for x in leaves:
+            x.grad = None
+        out = f(*leaves)
+        out = out[0] if isinstance(out, tuple) else out
+        out.float().square().mean().backward()
+
+    return fwd, fwdbwd
+
+
+# ------------------------------------------------------------------------------------------------ contenders
+def _mlstm_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]:
+    from ..ops.mlstm import mlstm_chunkwise, mlstm_naive_recurrent
+
+    g = torch.Generator(device="cpu").manual_seed(0)
+    q, k = (torch.randn(B, T, H, K, generator=g).to(dev, dtype) for _ in range(2))
+    v = torch.randn(B, T, H, V, generator=g).to(dev, dtype)
+    i, f = (torch.randn(B, T, H, generator=g).to(dev, dtype) for _ in range(2))
+    ins = [q, k, v, i, f]
+    out: dict[str, tuple] = {"torch chunkwise C=64": (lambda *a: mlstm_chunkwise(*a, chunk_size=64), ins)}
+    if cuda:
+        from ..kernels.mlstm import mlstm_triton
+
+        out["seqzoo triton (bwd=torch-recompute)"] = (lambda *a: mlstm_triton(*a, chunk_size=64), ins)
+        try:
+            from mlstm_kernels.torch import get_mlstm_kernel
+
+            kern = get_mlstm_kernel("chunkwise--triton_xl_chunk")
+            bhtd = [t.transpose(1, 2).contiguous() for t in (q, k, v)] + [t.transpose(1, 2).contiguous() for t in (i, f)]
+            out["mlstm_kernels triton_xl_chunk"] = (lambda *a: kern(*a, chunk_size=128), bhtd)
+        except Exception:  # not installed or another API version: skipped
+            pass
+    else:
+        out["torch per-token loop (baseline)"] = (mlstm_naive_recurrent, ins)
+    return out
+
+
+def _gla_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]:
+    from ..ops.gateloop import gateloop_chunkwise, gateloop_naive
+
+    g = torch.Generator(device="cpu").manual_seed(1)
+    q, k = (torch.randn(B, T, H, K, generator=g).to(dev, dtype) for _ in range(2))
+    v = torch.randn(B, T, H, V, generator=g).to(dev, dtype)
+    log_a = (-torch.rand(B, T, H, K, generator=g) * 0.1).to(dev, dtype)
+    ins = [q, k, v, log_a]
+    out: dict[str, tuple] = {"torch chunkwise C=64 (complex)": (lambda *a: gateloop_chunkwise(*a, chunk_size=64), ins)}
+    if cuda:
+        from ..kernels.gla import gla_triton
+
+        out["seqzoo triton"] = (lambda *a: gla_triton(*a), ins)
+        try:
+            from fla.ops.gla import chunk_gla
+            from fla.ops.simple_gla import chunk_simple_gla
+
+            out["fla chunk_gla"] = (lambda *a: chunk_gla(*a), ins)
+            out["fla chunk_simple_gla"] = (lambda q_, k_, v_, g_: chunk_simple_gla(q_, k_, v_, g_), [q, k, v, log_a[..., 0].contiguous()])
+        except Exception:
+            pass
+    else:
+        out["torch per-token loop (baseline)"] = (gateloop_naive, ins)
+    return out
+
+
+def _scan_contenders(B, T, D, dev, dtype, cuda: bool) -> dict[str, tuple]:
+    from ..ops.rglru import linear_scan_chunked, linear_scan_naive
+
+    g = torch.Generator(device="cpu").manual_seed(2)
+    a = torch.rand(B, T, D, generator=g).to(dev, dtype)
+    b = torch.randn(B, T, D, generator=g).to(dev, dtype)
+    out: dict[str, tuple] = {"torch two-level chunked": (linear_scan_chunked, [a, b])}
+    if cuda:
+        from ..kernels.scan import linear_scan_triton
+
+        out["seqzoo triton"] = (lambda a_, b_: linear_scan_triton(a_, b_, out_dtype=dtype), [a, b])
+    else:
+        out["torch per-token loop (baseline)"] = (linear_scan_naive, [a, b])
+    return out
+
+
+def _rglru_contenders(B, T, D, dev, dtype, cuda: bool) -> dict[str, tuple]:
+    from ..ops.rglru import rglru, rglru_naive
+
+    g = torch.Generator(device="cpu").manual_seed(4)
+    x, gx, ga = (torch.randn(B, T, D, generator=g).to(dev, dtype) for _ in range(3))
+    ap = torch.randn(D, generator=g).to(dev, dtype)
+    ins = [x, gx, ga, ap]
+    out: dict[str, tuple] = {"torch gates + chunked scan": (lambda *a: rglru(*a, impl="scan"), ins)}
+    if cuda:
+        from ..kernels.scan import rglru_fused_triton, rglru_triton
+
+        out["seqzoo triton fused"] = (rglru_fused_triton, ins)
+        out["torch gates + triton scan"] = (rglru_triton, ins)
+    else:
+        out["torch per-token loop (baseline)"] = (rglru_naive, ins)
+    return out
+
+
+def _sdpa_contender(B, T, H, D, dev, dtype) -> dict[str, tuple]:
+    g = torch.Generator(device="cpu").manual_seed(3)
+    q, k, v = (torch.randn(B, H, T, D, generator=g).to(dev, dtype) for _ in range(3))
+    return {"torch SDPA causal": (lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), [q, k, v])}
+
+
+# ------------------------------------------------------------------------------------------------ driver
+def run_kernel_bench(device: str | None = None, out_dir: str | Path = "results/kernels", lengths: list[int] | None = None,
+                     tokens: int = 65536, heads: int = 16, dk: int = 128, dv: int = 256, gpu: str = "H100",
+                     dtype: str | None = None, rounds: int = 3, threads: int | None = 1,
+                     plot: bool = True, smoke: bool = False, ops: tuple[str, ...] = OPS) -> list[dict[str, Any]]:
+    """Run the benchmark and write results; returns the rows. See the module docstring.
+
+    ``threads``: CPU threads (default 1: on a shared 2-core box two threads are often 10-20x slower).
+    ``ops``: subset of ``OPS`` to run.
+    ``smoke``: run the GPU code path (Triton contenders, roofline columns) on CPU under TRITON_INTERPRET=1 at the
+    given (tiny) shapes with a single untimed-quality call per point: checks the plumbing, its times mean nothing.
+    """
+    bad = [op for op in ops if op not in OPS]
+    if bad:
+        raise ValueError(f"unknown ops {bad}; choose from {OPS}")
+    if smoke:
+        from ..kernels import interpreting
+
+        if not interpreting():
+            raise ValueError("smoke=True needs TRITON_INTERPRET=1 (it runs the GPU path on CPU)")
+        device = "cpu"
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cuda = device.startswith("cuda") or smoke  # "GPU mode": Triton contenders + roofline columns
+    if threads and not cuda:
+        torch.set_num_threads(threads)
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device='cuda' requested but CUDA is not available")
+    if gpu not in HBM_BW:
+        raise ValueError(f"gpu must be one of {sorted(HBM_BW)}, got {gpu!r}")
+    dt = getattr(torch, dtype or ("bfloat16" if cuda else "float32"))
+    s = torch.finfo(dt).bits // 8
+    if smoke:
+        lengths = lengths or [16, 32]
+    if not cuda:  # small shapes; ratios only
+        lengths = lengths or [128, 256, 512, 1024]
+        tokens, heads, dk, dv = max(lengths), 2, 32, 32
+    lengths = lengths or [1024, 2048, 4096, 8192, 16384, 32768, 65536]
+    dev = torch.device(device)
+    rows: list[dict[str, Any]] = []
+
+    def record(op, shape, build, bounds):
+        if op not in ops:
+            return
+        contenders = build()  # tensors are allocated only for the ops that run
+        if cuda:
+            for name, (fn, ins) in contenders.items():
+                fwd, fwdbwd = _fwd_bwd(fn, ins)
+                row = {"op": op, **shape, "impl": name}
+                for key, clos in (("fwd_ms", fwd), ("fwdbwd_ms", fwdbwd)):
+                    try:
+                        row[key] = _time_once(clos) if smoke else _time_cuda(clos)
+                    except Exception as e:  # OOM or unsupported shape: recorded, the sweep goes on
+                        row[key] = None
+                        row["error"] = f"{type(e).__name__}: {str(e)[:160]}"
+                for key, bound in bounds.items():
+                    ms = row.get(key.replace("bound_", "") + "_ms")
+                    row[key] = bound
+                    row["frac_roofline_" + key.replace("bound_", "")] = (bound / ms) if ms else None
+                rows.append(row)
+                if not smoke:
+                    torch.cuda.empty_cache()
+        else:
+            pairs = {name: _fwd_bwd(fn, ins) for name, (fn, ins) in contenders.items()}
+            for phase, idx in (("fwd", 0), ("fwdbwd", 1)):
+                t = _time_cpu_interleaved({n: p[idx] for n, p in pairs.items()}, rounds)
+                base = next((v for n, v in t.items() if "baseline" in n), None)
+                for name, ms in t.items():
+                    row = next((r for r in rows if r["op"] == op and r["impl"] == name and r["T"] == shape["T"]), None)
+                    if row is None:
+                        row = {"op": op, **shape, "impl": name}
+                        rows.append(row)
+                    row[f"{phase}_ms"] = ms
+                    row[f"{phase}_speedup_vs_loop"] = (base / ms) if base else None
+
+    for T in lengths:
+        B = max(1, tokens // T)
+        shape = {"B": B, "T": T, "H": heads, "Dk": dk, "Dv": dv}
+        rec_bounds = {"bound_fwd": gla_roofline_ms(B, T, heads, dk, dv, 64, 2, s, gpu=gpu),
+                      "bound_fwdbwd": gla_roofline_ms(B, T, heads, dk, dv, 64, 2, s, backward=True, gpu=gpu)}
+        record("mlstm", shape, lambda: _mlstm_contenders(B, T, heads, dk, dv, dev, dt, cuda), rec_bounds if cuda else {})
+        gla_bounds = {"bound_fwd": gla_roofline_ms(B, T, heads, dk, dv, 32, dk, s, gpu=gpu),
+                      "bound_fwdbwd": gla_roofline_ms(B, T, heads, dk, dv, 32, dk, s, backward=True, gpu=gpu)}
+        record("gla", shape, lambda: _gla_contenders(B, T, heads, dk, dv, dev, dt, cuda), gla_bounds if cuda else {})
+        ah, ad = (32, 128) if cuda and not smoke else (heads, dk)
+        record("attention", {"B": B, "T": T, "H": ah, "Dk": ad, "Dv": ad}, lambda: _sdpa_contender(B, T, ah, ad, dev, dt),
+               {"bound_fwd": attention_roofline_ms(B, T, ah, ad), "bound_fwdbwd": attention_roofline_ms(B, T, ah, ad, True)}
+               if cuda else {})
+    if smoke:
+        scan_shapes = [(1, T, 32) for T in lengths]
+    elif cuda:
+        scan_shapes = [(8, 4096, 2048), (16, 2048, 2560), (1, 65536, 4096)]
+    else:
+        scan_shapes = [(2, T, 64) for T in lengths]
+    for B, T, D in scan_shapes:
+        record("scan", {"B": B, "T": T, "H": 1, "Dk": D, "Dv": 1}, lambda: _scan_contenders(B, T, D, dev, dt, cuda),
+               {"bound_fwd": scan_roofline_ms(B, T, D, s, gpu=gpu), "bound_fwdbwd": scan_roofline_ms(B, T, D, s, True, gpu)}
+               if cuda else {})
+        record("rglru", {"B": B, "T": T, "H": 1, "Dk": D, "Dv": 1}, lambda: _rglru_contenders(B, T, D, dev, dt, cuda),
+               {"bound_fwd": rglru_roofline_ms(B, T, D, s, gpu=gpu), "bound_fwdbwd": rglru_roofline_ms(B, T, D, s, True, gpu)}
+               if cuda else {})
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = {"device": device, "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+              "smoke_interpreter": smoke, "dtype": str(dt),
+              "tokens": tokens, "heads": heads, "dk": dk, "dv": dv, "lengths": lengths, "gpu_limits": gpu,
+              "timing": "triton.testing.do_bench median" if cuda else f"min of {rounds}, interleaved",
+              "torch": torch.__version__, "threads": torch.get_num_threads()}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    (out / "kernels.json").write_text(json.dumps(rows, indent=2))
+    fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in ("op", "impl", "B", "T", "H", "Dk", "Dv"), k))
+    with open(out / "kernels.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    if plot:
+        plot_kernels(rows, out / "kernels.png", cuda)
+    return rows
+
+
+def plot_kernels(rows: list[dict[str, Any]], path: str | Path, cuda: bool) -> None:
+    """One panel per op: fwd+bwd time (CUDA) or speed-up vs the loop (CPU) against T, one line per implementation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = [op for op in ("mlstm", "gla", "attention", "scan", "rglru") if any(r["op"] == op for r in rows)]
+    fig, axes = plt.subplots(1, len(ops), figsize=(4.2 * len(ops), 3.6), squeeze=False)
+    key = "fwdbwd_ms" if cuda else "fwdbwd_speedup_vs_loop"
+    for ax, op in zip(axes[0], ops):
+        for impl in dict.fromkeys(r["impl"] for r in rows if r["op"] == op):
+            pts = sorted((r["T"], r.get(key)) for r in rows if r["op"] == op and r["impl"] == impl and r.get(key))
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=impl)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(op)
+        ax.set_xlabel("T")
+        ax.set_ylabel("fwd+bwd ms" if cuda else "fwd+bwd speed-up vs per-token loop (same run)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m seqzoo.bench.kernels", description=__doc__.splitlines()[0])
+    p.add_argument("--device", default=None, help="cuda | cpu (default: cuda when available)")
+    p.add_argument("--out", default="results/kernels")
+    p.add_argument("--lengths", default=None, help="comma-separated T values")
+    p.add_argument("--gpu", default="H100", choices=sorted(HBM_BW), help="whose measured HBM bandwidth the roofline uses")
+    p.add_argument("--dtype", default=None)
+    p.add_argument("--rounds", type=int, default=3, help="CPU: interleaved rounds (min is reported)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads")
+    p.add_argument("--ops", default=",".join(OPS), help="comma-separated subset of " + ",".join(OPS))
+    p.add_argument("--smoke", action="store_true", help="GPU code path on CPU under TRITON_INTERPRET=1 (plumbing only)")
+    p.add_argument("--tokens", type=int, default=65536)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--dk", type=int, default=128)
+    p.add_argument("--dv", type=int, default=256)
+    a = p.parse_args(argv)
+    lengths = [int(x) for x in a.lengths.split(",")] if a.lengths else None
+    rows = run_kernel_bench(a.device, a.out, lengths, tokens=a.tokens, heads=a.heads, dk=a.dk, dv=a.dv, gpu=a.gpu,
+                            dtype=a.dtype, rounds=a.rounds, threads=a.threads, smoke=a.smoke,
+                            ops=tuple(a.ops.split(",")))
+    for r in rows:
+        cells = {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in r.items() if k.endswith(("_ms", "_vs_loop")) or k.startswith("frac")}
+        print(r["op"], f"T={r['T']}", r["impl"], cells)
+    print(f"results: {a.out}/kernels.csv, kernels.json, config.json, kernels.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

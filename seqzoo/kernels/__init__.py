@@ -1,0 +1,49 @@
+"""Triton kernels (CUDA) for the seqzoo ops, each tested against the op's naive reference.
+
+Nothing here imports triton at module import time: ``import seqzoo`` and ``import seqzoo.kernels`` work
+without it. Each kernel module (``scan``, ``mlstm``, ``gla``) imports triton when first used.
+
+| kernel | function | reference it is tested against |
+|---|---|---|
+| real diagonal scan ``h_t = a_t h_{t-1} + b_t`` (fwd + reverse-scan bwd) | ``scan.linear_scan_triton`` | ``ops.rglru.linear_scan_naive`` |
+| fused RG-LRU (gates + scan in one pass, fwd + bwd) | ``scan.rglru_fused_triton`` | ``ops.rglru.rglru_naive`` |
+| RG-LRU (gates in torch, scan in Triton) | ``scan.rglru_triton`` | ``ops.rglru.rglru_naive`` |
+| mLSTM chunkwise, stabilised exp gating (fwd Triton, bwd recompute) | ``mlstm.mlstm_triton`` | ``ops.mlstm.mlstm_naive_recurrent`` |
+| gated linear attention, per-dim real decay (fwd + bwd Triton) | ``gla.gla_triton`` | ``ops.gateloop.gateloop_naive`` |
+| GateLoop, real or complex transitions (complex: phase-rotated q, k of width 2K) | ``gla.gateloop_triton`` | ``ops.gateloop.gateloop_naive`` |
+
+Under ``TRITON_INTERPRET=1`` (CPU) the kernels run in Triton's interpreter: one autotune config, fp32 dots
+(the interpreter has no bf16 ``tl.dot``; bf16/fp16 inputs are still loaded, accumulated in fp32 and stored
+in their own dtype).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+
+def triton_available() -> bool:
+    """True when triton is importable (it is never imported by this check)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def interpreting() -> bool:
+    """True under Triton's CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def usable_on(device) -> bool:
+    """Can the Triton kernels run for tensors on ``device``: CUDA with triton, or any device under the interpreter
+    (CPU tensors)."""
+    import torch
+
+    dev = torch.device(device)
+    if not triton_available():
+        return False
+    if interpreting():
+        return dev.type == "cpu"
+    return dev.type == "cuda"
+
+
+__all__ = ["interpreting", "triton_available", "usable_on"]

@@ -1,0 +1,394 @@
+"""Triton chunked gated linear attention with per-dimension real decays (GateLoop's magnitude case).
+
+    S_t = diag(a_t) S_{t-1} + k_t v_tᵀ,   y_t = q_tᵀ S_t,   a_t = exp(log_a_t),  log_a_t <= 0   (per key dim)
+
+GateLoop (arXiv:2311.01927) with real transitions (phase = 0) is exactly this; GLA is the same with y scaled.
+One program per (batch·head, block of BV value columns) walks the chunks of L tokens in order with the state
+S (K, BV) in fp32 registers (chunk states never go to memory). Per chunk, with b_τ = Σ_{j<=τ} log_a_j per dim
+and g = b_L:
+
+    y_τ = (q_τ ⊙ e^{b_τ})ᵀ S + Σ_{σ<=τ} [Σ_d q_τd k_σd e^{b_τd − b_σd}] v_σ,   S' = e^{g} ⊙ S + (k ⊙ e^{g − b})ᵀ V
+
+Every exponent is <= 0 (masked above the diagonal before the exp), so nothing overflows however strong the
+decay: the intra-chunk scores are a (L, L, BKI) broadcast-and-reduce on CUDA cores in K sub-blocks of BKI
+(no e^{+b} / e^{−b} factorisation into one matmul, which overflows for strong decays); the inter-chunk terms
+and the state update are ``tl.dot`` with fp32 accumulation. Missing tokens of the last chunk are masked
+(q = k = v = 0, log_a = 0), so any T works.
+
+Complex GateLoop transitions run the same kernel on phase-rotated q, k of width 2K (``gateloop_triton``).
+Backward: not a Triton kernel yet; ``GLATriton.backward`` recomputes with ``ops.gateloop.gateloop_chunkwise``
+under autograd (correct, not fast). Reference in the tests: ``ops.gateloop.gateloop_naive``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import check_float, configs, dot_dtype, next_pow2
+
+_CONFIGS = configs([triton.Config({"BV": bv, "BKI": bki}, num_warps=nw, num_stages=ns)
+                    for bv in (32, 64) for bki in (16, 32) for nw in (4, 8) for ns in (1, 2)],
+                   triton.Config({"BV": 16, "BKI": 16}, num_warps=1, num_stages=1))
+
+
+@triton.jit
+def _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, causal, K, L: tl.constexpr, BK: tl.constexpr, BKI: tl.constexpr):
+    """A[τ, σ] = Σ_d q_τd k_σd e^{b_τd − b_σd} for σ <= τ (0 above), K in sub-blocks of BKI; every exponent <= 0."""
+    rki = tl.arange(0, BKI)
+    A = tl.zeros([L, L], dtype=tl.float32)
+    for d0 in range(0, BK, BKI):
+        dm = mt[:, None] & ((d0 + rki)[None, :] < K)
+        qs = tl.load(q_ptr + row + d0 + rki[None, :], mask=dm, other=0.0).to(tl.float32)  # (L, BKI)
+        ks = tl.load(k_ptr + row + d0 + rki[None, :], mask=dm, other=0.0).to(tl.float32)
+        bs = tl.cumsum(tl.load(g_ptr + row + d0 + rki[None, :], mask=dm, other=0.0).to(tl.float32), 0)
+        diff = tl.where(causal[:, :, None], bs[:, None, :] - bs[None, :, :], float("-inf"))  # (L, L, BKI)
+        A += tl.sum(qs[:, None, :] * ks[None, :, :] * tl.exp(diff), 2)
+    return A
+
+
+@triton.autotune(configs=_CONFIGS, key=["K", "V", "L"])
+@triton.jit
+def _gla_fwd_kernel(q_ptr, k_ptr, v_ptr, g_ptr, S0_ptr, y_ptr, S_ptr, Sc_ptr, T, H, K, V,
+                    L: tl.constexpr, BK: tl.constexpr, BKI: tl.constexpr, BV: tl.constexpr,
+                    HAS_STATE: tl.constexpr, STATES_ONLY: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
+    # STATES_ONLY (backward's recompute): skip y, store the state entering every chunk into Sc (B·H, NC, K, V)
+    pid_bh = tl.program_id(0).to(tl.int64)
+    pid_v = tl.program_id(1)
+    bi = pid_bh // H
+    hi = pid_bh % H
+    rk = tl.arange(0, BK)
+    rv = pid_v * BV + tl.arange(0, BV)
+    rl = tl.arange(0, L)
+    mk = rk < K
+    mv = rv < V
+    causal = rl[:, None] >= rl[None, :]  # [τ, σ]
+
+    st_off = pid_bh * K * V + rk[:, None] * V + rv[None, :]  # (BK, BV) into (B, H, K, V)
+    if HAS_STATE:
+        S = tl.load(S0_ptr + st_off, mask=mk[:, None] & mv[None, :], other=0.0)
+    else:
+        S = tl.zeros([BK, BV], dtype=tl.float32)
+
+    NC = tl.cdiv(T, L)
+    for c0 in range(0, T, L):
+        tok = c0 + rl
+        mt = tok < T
+        row = (bi * T + tok[:, None]) * (H * K) + hi * K  # (L, 1) into (B, T, H, K)
+        if STATES_ONLY:
+            tl.store(Sc_ptr + (pid_bh * NC + c0 // L) * K * V + rk[:, None] * V + rv[None, :], S,
+                     mask=mk[:, None] & mv[None, :])
+        km = mt[:, None] & mk[None, :]
+        q = tl.load(q_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)  # (L, BK)
+        k = tl.load(k_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)
+        b = tl.cumsum(tl.load(g_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32), 0)  # (L, BK)
+        gl = tl.sum(tl.load(g_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32), 0)  # (BK,) = b_L
+        v_off = (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :]  # (L, BV) into (B, T, H, V)
+        v = tl.load(v_ptr + v_off, mask=mt[:, None] & mv[None, :], other=0.0)
+        qd = q * tl.exp(b)  # (L, BK)
+        kd = k * tl.exp(gl[None, :] - b)  # (L, BK)
+        if not STATES_ONLY:
+            A = _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, causal, K, L, BK, BKI)
+            if IEEE:
+                y = tl.dot(A.to(DOT), v.to(DOT), input_precision="ieee")
+                y += tl.dot(qd.to(DOT), S.to(DOT), input_precision="ieee")
+            else:
+                y = tl.dot(A.to(DOT), v.to(DOT))
+                y += tl.dot(qd.to(DOT), S.to(DOT))
+            tl.store(y_ptr + v_off, y.to(y_ptr.dtype.element_ty), mask=mt[:, None] & mv[None, :])
+        if IEEE:
+            S = tl.exp(gl)[:, None] * S + tl.dot(tl.trans(kd.to(DOT)), v.to(DOT), input_precision="ieee")
+        else:
+            S = tl.exp(gl)[:, None] * S + tl.dot(tl.trans(kd.to(DOT)), v.to(DOT))
+
+    tl.store(S_ptr + st_off, S, mask=mk[:, None] & mv[None, :])
+
+
+_BWD_CONFIGS = configs([triton.Config({"BV": bv, "BKI": bki}, num_warps=nw, num_stages=1)
+                        for bv in (32, 64) for bki in (16, 32) for nw in (4, 8)],
+                       triton.Config({"BV": 16, "BKI": 16}, num_warps=1, num_stages=1))
+_DS_CONFIGS = configs([triton.Config({"BV": bv}, num_warps=nw, num_stages=ns)
+                       for bv in (32, 64) for nw in (4, 8) for ns in (1, 2)],
+                      triton.Config({"BV": 16}, num_warps=1, num_stages=1))
+
+
+@triton.autotune(configs=_DS_CONFIGS, key=["K", "V", "L"])
+@triton.jit
+def _gla_bwd_dstate_kernel(q_ptr, g_ptr, dy_ptr, dST_ptr, dSc_ptr, dS0_ptr, T, H, K, V,
+                           L: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT: tl.constexpr,
+                           IEEE: tl.constexpr):
+    """Reverse sweep: dSc[c] = ∂loss/∂(state after chunk c); dS_{c-1} = e^{g} ⊙ dS_c + (q ⊙ e^{b})ᵀ dy_c."""
+    pid_bh = tl.program_id(0).to(tl.int64)
+    pid_v = tl.program_id(1)
+    bi = pid_bh // H
+    hi = pid_bh % H
+    rk = tl.arange(0, BK)
+    rv = pid_v * BV + tl.arange(0, BV)
+    rl = tl.arange(0, L)
+    mk = rk < K
+    mv = rv < V
+    sm = mk[:, None] & mv[None, :]
+    st = rk[:, None] * V + rv[None, :]  # (BK, BV) within one (K, V) state
+    dS = tl.load(dST_ptr + pid_bh * K * V + st, mask=sm, other=0.0)
+    NC = tl.cdiv(T, L)
+    for i in range(0, NC):
+        c = NC - 1 - i
+        tok = c * L + rl
+        mt = tok < T
+        tl.store(dSc_ptr + (pid_bh * NC + c) * K * V + st, dS, mask=sm)
+        row = (bi * T + tok[:, None]) * (H * K) + hi * K
+        km = mt[:, None] & mk[None, :]
+        q = tl.load(q_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)
+        la = tl.load(g_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)
+        b = tl.cumsum(la, 0)
+        gl = tl.sum(la, 0)
+        dy = tl.load(dy_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :], mask=mt[:, None] & mv[None, :],
+                     other=0.0).to(tl.float32)
+        qd = q * tl.exp(b)
+        if IEEE:
+            dS = tl.exp(gl)[:, None] * dS + tl.dot(tl.trans(qd.to(DOT)), dy.to(DOT), input_precision="ieee")
+        else:
+            dS = tl.exp(gl)[:, None] * dS + tl.dot(tl.trans(qd.to(DOT)), dy.to(DOT))
+    tl.store(dS0_ptr + pid_bh * K * V + st, dS, mask=sm)
+
+
+@triton.autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
+@triton.jit
+def _gla_bwd_kernel(q_ptr, k_ptr, v_ptr, g_ptr, dy_ptr, Sc_ptr, dSc_ptr, dq_ptr, dk_ptr, dv_ptr, T, H, K, V,
+                    L: tl.constexpr, BK: tl.constexpr, BKI: tl.constexpr, BV: tl.constexpr, DOT: tl.constexpr,
+                    IEEE: tl.constexpr):
+    """One program per (chunk, batch·head): dq, dk (fp32) and dv of the chunk from the stored chunk states."""
+    c = tl.program_id(0)
+    pid_bh = tl.program_id(1).to(tl.int64)
+    bi = pid_bh // H
+    hi = pid_bh % H
+    NC = tl.cdiv(T, L)
+    rk = tl.arange(0, BK)
+    rki = tl.arange(0, BKI)
+    rvb = tl.arange(0, BV)
+    rl = tl.arange(0, L)
+    mk = rk < K
+    tok = c * L + rl
+    mt = tok < T
+    causal = rl[:, None] >= rl[None, :]  # [τ, σ]
+    row = (bi * T + tok[:, None]) * (H * K) + hi * K  # (L, 1)
+    vrow = (bi * T + tok[:, None]) * (H * V) + hi * V  # (L, 1)
+    st_base = (pid_bh * NC + c) * K * V
+
+    # dA[τ, σ] = dy_τ · v_σ over all of V, causal
+    dA = tl.zeros([L, L], dtype=tl.float32)
+    for v0 in range(0, V, BV):
+        vm = mt[:, None] & ((v0 + rvb)[None, :] < V)
+        dy = tl.load(dy_ptr + vrow + v0 + rvb[None, :], mask=vm, other=0.0).to(tl.float32)
+        vv = tl.load(v_ptr + vrow + v0 + rvb[None, :], mask=vm, other=0.0).to(tl.float32)
+        if IEEE:
+            dA += tl.dot(dy.to(DOT), tl.trans(vv.to(DOT)), input_precision="ieee")
+        else:
+            dA += tl.dot(dy.to(DOT), tl.trans(vv.to(DOT)))
+    dA = tl.where(causal, dA, 0.0)
+
+    # dq, dk in K sub-blocks: intra (L, L, BKI) broadcast + inter matmuls with the stored states
+    for d0 in range(0, BK, BKI):
+        dmk = (d0 + rki) < K
+        dm = mt[:, None] & dmk[None, :]
+        qs = tl.load(q_ptr + row + d0 + rki[None, :], mask=dm, other=0.0).to(tl.float32)  # (L, BKI)
+        ks = tl.load(k_ptr + row + d0 + rki[None, :], mask=dm, other=0.0).to(tl.float32)
+        la = tl.load(g_ptr + row + d0 + rki[None, :], mask=dm, other=0.0).to(tl.float32)
+        bs = tl.cumsum(la, 0)
+        gs = tl.sum(la, 0)
+        E = tl.exp(tl.where(causal[:, :, None], bs[:, None, :] - bs[None, :, :], float("-inf")))  # (L, L, BKI)
+        dqs = tl.sum(dA[:, :, None] * ks[None, :, :] * E, 1)
+        dks = tl.sum(dA[:, :, None] * qs[:, None, :] * E, 0)
+        for v0 in range(0, V, BV):
+            rv = v0 + rvb
+            vm = mt[:, None] & (rv[None, :] < V)
+            sm = dmk[:, None] & (rv[None, :] < V)
+            dy = tl.load(dy_ptr + vrow + rv[None, :], mask=vm, other=0.0).to(tl.float32)  # (L, BV)
+            vv = tl.load(v_ptr + vrow + rv[None, :], mask=vm, other=0.0).to(tl.float32)
+            soff = st_base + (d0 + rki)[:, None] * V + rv[None, :]  # (BKI, BV)
+            Sp = tl.load(Sc_ptr + soff, mask=sm, other=0.0)  # state entering the chunk
+            dSn = tl.load(dSc_ptr + soff, mask=sm, other=0.0)  # gradient of the state leaving it
+            if IEEE:
+                dqs += tl.dot(dy.to(DOT), tl.trans(Sp.to(DOT)), input_precision="ieee") * tl.exp(bs)
+                dks += tl.dot(vv.to(DOT), tl.trans(dSn.to(DOT)), input_precision="ieee") * tl.exp(gs[None, :] - bs)
+            else:
+                dqs += tl.dot(dy.to(DOT), tl.trans(Sp.to(DOT))) * tl.exp(bs)
+                dks += tl.dot(vv.to(DOT), tl.trans(dSn.to(DOT))) * tl.exp(gs[None, :] - bs)
+        tl.store(dq_ptr + row + d0 + rki[None, :], dqs, mask=dm)
+        tl.store(dk_ptr + row + d0 + rki[None, :], dks, mask=dm)
+
+    # dv_σ = Σ_τ A_τσ dy_τ + (k_σ ⊙ e^{g − b_σ}) dS_next
+    A = _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, causal, K, L, BK, BKI)
+    km = mt[:, None] & mk[None, :]
+    k = tl.load(k_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)
+    la = tl.load(g_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)
+    kd = k * tl.exp(tl.sum(la, 0)[None, :] - tl.cumsum(la, 0))  # (L, BK)
+    for v0 in range(0, V, BV):
+        rv = v0 + rvb
+        vm = mt[:, None] & (rv[None, :] < V)
+        dy = tl.load(dy_ptr + vrow + rv[None, :], mask=vm, other=0.0).to(tl.float32)
+        dSn = tl.load(dSc_ptr + st_base + rk[:, None] * V + rv[None, :], mask=mk[:, None] & (rv[None, :] < V), other=0.0)
+        if IEEE:
+            dv = tl.dot(tl.trans(A.to(DOT)), dy.to(DOT), input_precision="ieee")
+            dv += tl.dot(kd.to(DOT), dSn.to(DOT), input_precision="ieee")
+        else:
+            dv = tl.dot(tl.trans(A.to(DOT)), dy.to(DOT))
+            dv += tl.dot(kd.to(DOT), dSn.to(DOT))
+        tl.store(dv_ptr + vrow + rv[None, :], dv.to(dv_ptr.dtype.element_ty), mask=vm)
+
+
+def _backward(q, k, v, log_a, S0, dy, dST, chunk):
+    """Triton backward: recompute the chunk states (forward sweep), reverse sweep for the state gradients, then
+    every chunk in parallel for dq, dk, dv; dlog_a from the identity below (torch, O(B·T·H·K))."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    NC = triton.cdiv(T, chunk)
+    dev = q.device
+    BK = next_pow2(K)
+    dt = dot_dtype(q.dtype)
+    ieee = dt == tl.float32
+    Sc = torch.empty(B * H, NC, K, V, device=dev, dtype=torch.float32)
+    ST = torch.empty(B, H, K, V, device=dev, dtype=torch.float32)
+    grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
+    _gla_fwd_kernel[grid](q, k, v, log_a, S0 if S0 is not None else ST, ST, ST, Sc, T, H, K, V, L=chunk, BK=BK,
+                          HAS_STATE=S0 is not None, STATES_ONLY=True, DOT=dt, IEEE=ieee)
+    dy = dy.contiguous()
+    dST = dST.float().contiguous()
+    dSc = torch.empty_like(Sc)
+    dS0 = torch.empty(B, H, K, V, device=dev, dtype=torch.float32)
+    _gla_bwd_dstate_kernel[grid](q, log_a, dy, dST, dSc, dS0, T, H, K, V, L=chunk, BK=BK, DOT=dt, IEEE=ieee)
+    dq = torch.empty(B, T, H, K, device=dev, dtype=torch.float32)
+    dk = torch.empty_like(dq)
+    dv = torch.empty_like(v)
+    _gla_bwd_kernel[(NC, B * H)](q, k, v, log_a, dy, Sc, dSc, dq, dk, dv, T, H, K, V, L=chunk, BK=BK, DOT=dt, IEEE=ieee)
+    # ∂loss/∂b_t = q_t·dq_t − k_t·dk_t (+ Σ_v S_T dS_T at t = T), b = cumsum(log_a): dlog_a = reverse cumsum
+    db = q.float() * dq - k.float() * dk  # (B, T, H, K)
+    dlog_a = db.flip(1).cumsum(1).flip(1) + (ST * dST).sum(-1)[:, None]  # (B, T, H, K)
+    return dq, dk, dv, dlog_a, dS0
+
+
+def _forward(q, k, v, log_a, S0, chunk, out_dtype):
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    y = torch.empty(B, T, H, V, device=q.device, dtype=out_dtype)
+    S = torch.empty(B, H, K, V, device=q.device, dtype=torch.float32)
+    dt = dot_dtype(q.dtype)
+    grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
+    _gla_fwd_kernel[grid](q, k, v, log_a, S0 if S0 is not None else S, y, S, S, T, H, K, V,
+                          L=chunk, BK=next_pow2(K), HAS_STATE=S0 is not None, STATES_ONLY=False, DOT=dt,
+                          IEEE=dt == tl.float32)
+    return y, S
+
+
+class GLATriton(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, log_a, S0, chunk, out_dtype, backward_impl):
+        y, S = _forward(q, k, v, log_a, S0, chunk, out_dtype)
+        ctx.save_for_backward(q, k, v, log_a, S0)
+        ctx.chunk = chunk
+        ctx.backward_impl = backward_impl
+        return y, S
+
+    @staticmethod
+    def backward(ctx, dy, dS):
+        q, k, v, log_a, S0 = ctx.saved_tensors
+        if ctx.backward_impl == "triton":
+            dq, dk, dv, dlog_a, dS0 = _backward(q, k, v, log_a, S0, dy, dS, ctx.chunk)
+            return (dq.to(q.dtype), dk.to(k.dtype), dv, dlog_a.to(log_a.dtype),
+                    dS0 if S0 is not None else None, None, None, None)
+        # "torch": recompute with the PyTorch chunkwise GateLoop path (real transitions) and differentiate it
+        from ..ops.gateloop.chunkwise import gateloop_chunkwise
+
+        with torch.enable_grad():
+            ins = [None if t is None else t.detach().requires_grad_(ctx.needs_input_grad[j])
+                   for j, t in enumerate((q, k, v, log_a, S0))]
+            qq, kk, vv, la, s0 = ins
+            st = None if s0 is None else torch.complex(s0, torch.zeros_like(s0))
+            y, S = gateloop_chunkwise(qq, kk, vv, la, None, st, chunk_size=max(ctx.chunk, 16))
+            wrt = [t for t in ins if t is not None and t.requires_grad]
+            grads = torch.autograd.grad((y, S.real), wrt, (dy, dS), allow_unused=True)
+        it = iter(grads)
+        out = [next(it) if (t is not None and t.requires_grad) else None for t in ins]
+        return (*out, None, None, None)
+
+
+def gla_triton(q, k, v, log_a, state=None, chunk_size: int | None = None, out_dtype: torch.dtype | None = None,
+               backward: str = "triton"):
+    """``q, k, log_a (B, T, H, K)``, ``v (B, T, H, V)``, real ``state (B, H, K, V)`` or None ->
+    ``y (B, T, H, V)`` (``out_dtype``, default v's dtype) and the final state ``(B, H, K, V)`` fp32.
+
+    ``log_a <= 0`` (checked). ``chunk_size``: power of two >= 16 (default 16: the intra-chunk (L, L, BKI) broadcast
+    grows as L², so larger chunks only pay off once the intra-chunk part becomes a matmul, which it is not yet).
+    ``backward``: ``"triton"`` (the kernels above) or ``"torch"`` (recompute with ``ops.gateloop.gateloop_chunkwise``).
+    """
+    if backward not in ("triton", "torch"):
+        raise ValueError(f"gla_triton: backward must be 'triton' or 'torch', got {backward!r}")
+    for name, t in (("q", q), ("k", k), ("v", v), ("log_a", log_a)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"gla_triton: {name} must be a torch.Tensor")
+        check_float(name, t)
+    if q.dim() != 4 or k.shape != q.shape or log_a.shape != q.shape:
+        raise ValueError(f"gla_triton: q, k, log_a must share shape (B, T, H, K), got {tuple(q.shape)}, "
+                         f"{tuple(k.shape)}, {tuple(log_a.shape)}")
+    B, T, H, K = q.shape
+    if T == 0:
+        raise ValueError("gla_triton: need at least one time step")
+    if v.dim() != 4 or v.shape[:3] != (B, T, H):
+        raise ValueError(f"gla_triton: v must have shape ({B}, {T}, {H}, V), got {tuple(v.shape)}")
+    V = v.shape[-1]
+    if state is not None and (state.shape != (B, H, K, V) or state.is_complex()):
+        raise ValueError(f"gla_triton: state must be a real tensor of shape {(B, H, K, V)}, got "
+                         f"{state.dtype} {tuple(state.shape)}")
+    mx = float(log_a.detach().max())
+    if not mx <= 1e-6:
+        raise ValueError(f"gla_triton: log_a must be <= 0 (|a| <= 1), got max {mx:.3g}")
+    chunk = chunk_size or 16
+    if chunk < 16 or chunk & (chunk - 1):
+        raise ValueError(f"gla_triton: chunk_size must be a power of two >= 16, got {chunk}")
+    q, k, v, log_a = (t.contiguous() for t in (q, k, v, log_a))
+    S0 = None if state is None else state.float().contiguous()
+    return GLATriton.apply(q, k, v, log_a, S0, chunk, out_dtype or v.dtype, backward)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``x (B, T, H, K)`` -> ``[x cos Θ, x sin Θ] (B, T, H, 2K)``."""
+    return torch.cat([x * cos, x * sin], dim=-1)
+
+
+def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | None = None):
+    """``ops.gateloop.gateloop_op`` contract: y fp32 ``(B, T, H, V)``, final state complex64 ``(B, H, K, V)``.
+
+    Real transitions (``phase`` None) run ``gla_triton`` directly. Complex transitions a = e^{log|a| + iθ} run it
+    on rotated keys and queries of width 2K (cumulative phase Θ_t = Σ_{j<=t} θ_j, accumulated in fp64 and
+    wrapped into [-π, π) so cos/sin stay exact at any T):
+
+        Re(q_τᵀ S_τ) = Σ_σ e^{Σ log|a|} [(q cos Θ_τ)·(k cos Θ_σ) + (q sin Θ_τ)·(k sin Θ_σ)] v_σ
+        S_T = e^{iΘ_T} (S̃_cos − i S̃_sin),   with S̃_cos0 = Re S_0, S̃_sin0 = −Im S_0
+
+    The rotation, the duplicated decays and the state conversion are torch ops (differentiable); the kernel
+    sees a real GLA with 2K key dims (anchors.md §7 target 2).
+    """
+    if state is not None and not state.is_complex():
+        raise ValueError("gateloop_triton: state must be complex (B, H, K, V) as returned by gateloop_op")
+    if phase is None:
+        S0 = None if state is None else state.real
+        if state is not None and bool((state.imag != 0).any()):
+            phase = torch.zeros_like(log_mag)  # a complex incoming state needs the rotated form
+        else:
+            y, S = gla_triton(q, k, v, log_mag, S0, chunk_size, out_dtype=torch.float32)
+            return y, torch.complex(S, torch.zeros_like(S))
+    if phase.shape != q.shape:
+        raise ValueError(f"gateloop_triton: phase must have shape {tuple(q.shape)}, got {tuple(phase.shape)}")
+    theta = torch.remainder(phase.double().cumsum(1) + torch.pi, 2 * torch.pi) - torch.pi  # (B, T, H, K) Θ_t
+    theta = theta.float()
+    cos, sin = torch.cos(theta), torch.sin(theta)
+    K = q.shape[-1]
+    qr = _rotate(q.float(), cos, sin).to(q.dtype)  # (B, T, H, 2K)
+    kr = _rotate(k.float(), cos, sin).to(k.dtype)
+    lr = torch.cat([log_mag, log_mag], dim=-1)  # (B, T, H, 2K)
+    S0 = None if state is None else torch.cat([state.real, -state.imag], dim=-2).float()  # (B, H, 2K, V)
+    y, S = gla_triton(qr, kr, v, lr, S0, chunk_size, out_dtype=torch.float32)
+    rot = torch.exp(torch.complex(torch.zeros_like(theta[:, -1]), theta[:, -1]))  # (B, H, K) e^{iΘ_T}
+    S = rot[..., None] * torch.complex(S[..., :K, :], -S[..., K:, :])  # (B, H, K, V)
+    return y, S
