@@ -1,0 +1,21 @@
+"""``seqzoo experiment kernels``: kernel-level forward / forward+backward times and % of the roofline bound.
+
+On CUDA: the anchor shapes of spec/anchors.md against SDPA and installed peers; on CPU: torch reference
+paths at small shapes, as ratios in one run. See seqzoo/bench/kernels.py and docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import register_experiment
+
+
+@register_experiment("kernels", "kernel fwd / fwd+bwd time and % of roofline (CUDA); torch-path ratios on CPU")
+def run(out_dir: str | Path = "results/kernels", **options):
+    from ..bench.kernels import run_kernel_bench
+
+    if "ops" in options and isinstance(options["ops"], str):
+        options["ops"] = tuple(options["ops"].split(","))
+    rows = run_kernel_bench(out_dir=out_dir, **options)
+    return {"rows": len(rows), "out_dir": str(out_dir)}
