@@ -12,33 +12,15 @@ chosen so that their non-embedding parameter count is the closest to Hawk's.
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 from . import register_experiment
+from ._common import as_ints, as_list, write_rows
 
 KINDS = ("hawk", "griffin", "mqa")
-
-
-def _strs(v) -> list[str]:
-    return [s.strip() for s in str(v).split(",") if s.strip()] if not isinstance(v, (list, tuple)) else list(v)
-
-
-def _ints(v) -> list[int]:
-    return [int(s) for s in _strs(v)]
-
-
-def _write_table(out: Path, rows: list[dict], stem: str) -> None:
-    (out / f"{stem}.json").write_text(json.dumps(rows, indent=2) + "\n")
-    if rows:
-        keys = list(dict.fromkeys(k for r in rows for k in r if not isinstance(r[k], (list, dict))))
-        with open(out / f"{stem}.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-            w.writeheader()
-            w.writerows(rows)
 
 
 def equal_size_configs(vocab_size: int, d_model: int = 64, n_layers: int = 3, n_heads: int = 2, window: int = 32,
@@ -112,7 +94,7 @@ def griffin_mqar(out_dir: Path, models: str = "hawk,griffin,mqa", d_model: int =
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    kinds = _strs(models)
+    kinds = as_list(models)
     task = build_task("mqar", vocab_size=int(vocab_size), num_pairs=int(num_pairs), seq_len=int(seq_len))
     configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), window=int(window), kinds=kinds)
     rows, curves = [], {}
@@ -131,7 +113,7 @@ def griffin_mqar(out_dir: Path, models: str = "hawk,griffin,mqa", d_model: int =
     (out / "config.json").write_text(json.dumps({"task": task.config(), "models": {k: c.to_dict() for k, c in configs.items()},
                                                  "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed},
                                                 indent=2) + "\n")
-    _write_table(out, rows, "results")
+    write_rows(out, rows, "results")
     _plot(out / "mqar_accuracy.png", curves, "step", "valid accuracy (queried positions)",
           f"MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}")
     return {"rows": rows}
@@ -151,10 +133,10 @@ def griffin_text(out_dir: Path, path: str = "/work/shared/data/tinyshakespeare/i
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    kinds = _strs(models)
+    kinds = as_list(models)
     task = build_task("text", path=path, seq_len=int(seq_len), tokenizer="byte")
     configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), window=int(window), kinds=kinds)
-    lengths = _ints(eval_lengths)
+    lengths = as_ints(eval_lengths)
     rows, curves = [], {}
     for kind in kinds:
         torch.manual_seed(int(seed))
@@ -180,7 +162,7 @@ def griffin_text(out_dir: Path, path: str = "/work/shared/data/tinyshakespeare/i
     (out / "config.json").write_text(json.dumps({"task": task.config(), "models": {k: c.to_dict() for k, c in configs.items()},
                                                  "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
                                                  "eval_lengths": lengths, "eval_tokens": eval_tokens}, indent=2) + "\n")
-    _write_table(out, rows, "results")
+    write_rows(out, rows, "results")
     _plot(out / "text_loss_vs_length.png", curves, "evaluation length (bytes)", "held-out loss (nats/byte)",
           f"trained at T={seq_len}; Griffin window {window}", logx=True)
     return {"rows": rows}
