@@ -1,0 +1,95 @@
+"""GateLoop's softmax generalisation (Katsch, arXiv:2311.01927, §3.4, eqs. 22-23): a different model, not a mode.
+
+The surrogate-attention scores of GateLoop, with data-controlled relative positions, go through a softmax:
+
+    A_nm = s · Σ_d q_nd k_md · e^{L_n - L_m} · cos(Φ_n - Φ_m)  (m <= n),   y_n = Σ_m softmax_m(A_n·) v_m
+
+where L, Φ are cumulative sums of log|a| and θ (the real part of the complex score; a softmax of complex
+numbers is undefined). The decay multiplies the logit, so a near-zero transition pulls a score toward 0, not
+toward -inf. The state is a growing cache: past k, v and their fp64 L, Φ (the running totals are the last
+entries). Only ``mode="attention"`` exists; it is O(T²) in time and O(T²·K) in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from einops import rearrange
+
+from .base import register_mixer
+from .gateloop import GateLoop
+
+
+@dataclass
+class GateLoopSoftmaxCache:
+    """Past keys ``k (B, S, H, K)``, values ``v (B, S, H, V)`` and fp64 cumulative ``L, Phi (B, S, H, K)``."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    L: torch.Tensor
+    Phi: torch.Tensor
+
+
+def softmax_gateloop_attention(q, k, v, log_mag, phase, cache: GateLoopSoftmaxCache | None, scale: float = 1.0):
+    """``q, k, log_mag, phase (B, T, H, K)``, ``v (B, T, H, V)`` -> ``y (B, T, H, V)``, updated cache."""
+    dt = torch.promote_types(q.dtype, torch.float32)
+    q, k, v, log_mag = (t.to(dt) for t in (q, k, v, log_mag))
+    phase = torch.zeros_like(log_mag) if phase is None else phase.to(dt)
+    B, T, H, K = q.shape
+    L = log_mag.double().cumsum(1)  # (B, T, H, K) fp64
+    Phi = phase.double().cumsum(1)
+    if cache is not None:
+        L = L + cache.L[:, -1:]
+        Phi = Phi + cache.Phi[:, -1:]
+        k_all = torch.cat([cache.k.to(dt), k], 1)  # (B, S+T, H, K)
+        v_all = torch.cat([cache.v.to(dt), v], 1)
+        L_all, Phi_all = torch.cat([cache.L, L], 1), torch.cat([cache.Phi, Phi], 1)
+    else:
+        k_all, v_all, L_all, Phi_all = k, v, L, Phi
+    S = k_all.shape[1] - T
+    visible = torch.ones(T, S + T, dtype=torch.bool, device=q.device).tril(S)  # [n, m]: m <= S + n
+    E = (L[:, :, None] - L_all[:, None, :]).masked_fill(~visible[None, :, :, None, None], float("-inf"))
+    W = torch.exp(E.to(dt)) * torch.cos(Phi[:, :, None] - Phi_all[:, None, :]).to(dt)  # (B, T, S+T, H, K)
+    A = torch.einsum("bnhk,bmhk,bnmhk->bhnm", q, k_all, W) * scale  # (B, H, T, S+T)
+    A = A.masked_fill(~visible, float("-inf"))
+    y = torch.einsum("bhnm,bmhv->bnhv", A.softmax(-1), v_all)
+    return y, GateLoopSoftmaxCache(k_all, v_all, L_all, Phi_all)
+
+
+@register_mixer("gateloop_softmax")
+class GateLoopSoftmax(GateLoop):
+    modes = ("attention",)
+    test_kwargs = {"n_heads": 4}
+
+    def __init__(self, d_model: int, score_scale: float | None = None, **kwargs):
+        super().__init__(d_model, **kwargs)
+        self.score_scale = 1.0 if score_scale is None else float(score_scale)  # paper: no 1/sqrt(K) (K = 1)
+
+    def default_mode(self, x, state):
+        return "attention"
+
+    def check_state(self, x, state):
+        B = x.shape[0]
+        if not isinstance(state, GateLoopSoftmaxCache):
+            raise TypeError(f"{self.name}: state must be a GateLoopSoftmaxCache from a previous call, got {type(state).__name__}")
+        if state.k.dim() != 4 or state.k.shape[0] != B or state.k.shape[2:] != (self.n_heads, self.head_k):
+            raise ValueError(f"{self.name}: state.k must have shape ({B}, S, {self.n_heads}, {self.head_k}), "
+                             f"got {tuple(state.k.shape)}")
+
+    def _forward(self, x, state, mode):
+        if state is not None:
+            self.check_state(x, state)
+        H = self.n_heads
+        q = rearrange(self.q_proj(x), "b t (h k) -> b t h k", h=H)  # (B, T, H, K)
+        k = rearrange(self.k_proj(x), "b t (h k) -> b t h k", h=H)
+        v = rearrange(self.v_proj(x), "b t (h v) -> b t h v", h=H)  # (B, T, H, V)
+        log_mag, theta = self.gates(x)
+        log_mag = rearrange(log_mag, "b t (h k) -> b t h k", h=H)
+        theta = None if theta is None else rearrange(theta, "b t (h k) -> b t h k", h=H)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            y, cache = softmax_gateloop_attention(q, k, v, log_mag, theta, state, self.score_scale)
+        y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)
+        if self.out_proj is not None:
+            y = self.out_proj(y)
+        return y, cache
