@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..plots import plot_lines
 from . import register_experiment
 
 VARIANTS = {  # name -> GateLoop mixer kwargs
@@ -107,24 +108,12 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _plot(rows: list[dict], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for r in rows:
-        xs = [b for b, _, n in r["span_accuracy"] if n >= 50]
-        ys = [a for _, a, n in r["span_accuracy"] if n >= 50]
-        ax.plot(xs, ys, marker=".", label=f"{r['variant']} (seed {r['seed']}): {r['test_accuracy']:.3f}")
-    ax.set_xlabel("required memory span (numbers since the last reset; bins of 10)")
-    ax.set_ylabel("test accuracy")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    """Accuracy vs required memory span (bins with at least 50 scored positions), one line per run."""
+    series = {f"{r['variant']} (seed {r['seed']}): {r['test_accuracy']:.3f}":
+              ([b for b, _, n in r["span_accuracy"] if n >= 50], [a for _, a, n in r["span_accuracy"] if n >= 50])
+              for r in rows}
+    plot_lines(series, path, xlabel="required memory span (numbers since the last reset; bins of 10)",
+               ylabel="test accuracy", title=title)
 
 
 @register_experiment("gateloop-memory-horizon",

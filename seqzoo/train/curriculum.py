@@ -88,6 +88,8 @@ def evaluate_segments(model, task, n_segments: int, n_samples: int = 1000, seed:
     """Accuracy at ``n_segments``: class accuracy, or exact match of all scored (answer + eos) tokens."""
     t = task.with_segments(n_segments)
     x, y = t.build(n_samples, seed, split)
+    if y.dim() == 2:  # per-token logits over the whole vocabulary: keep evaluation batches small
+        batch_size = min(batch_size, 16)
     was = model.training
     model.eval()
     correct, loss_sum = 0, 0.0
