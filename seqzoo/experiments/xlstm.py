@@ -1,0 +1,377 @@
+"""xLSTM experiments (spec/xlstm.md §9, small CPU settings). Results are files: config.json, results.json/.csv, PNG.
+
+* ``xlstm-mqar``: multi-query associative recall, xLSTM[1:0] and xLSTM[7:1] against a RoPE attention Transformer
+  of equal non-embedding size (the attention model's SwiGLU width is solved for the xLSTM[1:0] count).
+* ``xlstm-extrapolation``: byte-level LM on real text trained at context ``seq_len`` (256), evaluated on the same
+  held-out bytes cut into windows of 256 ... 4096, plus the per-position loss inside the longest windows.
+* ``xlstm-bench``: mLSTM modes vs sequence length through ``seqzoo.bench`` (time, peak memory, ratios in one run),
+  and the same cell shapes through our ops and, when importable, the official ``mlstm_kernels`` native CPU kernels.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from . import register_experiment
+
+KINDS = ("xlstm10", "xlstm71", "attention")
+LABELS = {"xlstm10": "xLSTM[1:0]", "xlstm71": "xLSTM[7:1]", "attention": "Transformer (RoPE)"}
+
+
+def _strs(v) -> list[str]:
+    return [s.strip() for s in str(v).split(",") if s.strip()] if not isinstance(v, (list, tuple)) else list(v)
+
+
+def _ints(v) -> list[int]:
+    return [int(s) for s in _strs(v)]
+
+
+def _write_table(out: Path, rows: list[dict], stem: str) -> None:
+    (out / f"{stem}.json").write_text(json.dumps(rows, indent=2) + "\n")
+    if rows:
+        keys = list(dict.fromkeys(k for r in rows for k in r if not isinstance(r[k], (list, dict))))
+        with open(out / f"{stem}.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
+
+
+def _plot(path: Path, series: dict[str, tuple[list, list]], xlabel: str, ylabel: str, title: str,
+          logx: bool = False, logy: bool = False) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, (xs, ys) in series.items():
+        ax.plot(xs, ys, marker="o", label=label)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def equal_size_configs(vocab_size: int, d_model: int = 64, n_layers: int = 8, slstm_at: int = 3, mlstm_heads: int = 2,
+                       attn_heads: int = 4, kinds=KINDS) -> dict[str, Any]:
+    """xLSTM[1:0], xLSTM[7:1] (one sLSTM block at ``slstm_at`` per 8) and an attention model with the same
+    depth whose SwiGLU width gives the non-embedding parameter count closest to xLSTM[1:0]'s."""
+    from ..models import LanguageModel, ModelConfig
+    from ..models.presets.xlstm import xlstm_config
+
+    def size(cfg):
+        return LanguageModel(cfg).num_parameters(exclude_embeddings=True)
+
+    at = [i for i in range(n_layers) if i % 8 == slstm_at % 8]
+    cfgs = {"xlstm10": xlstm_config(d_model, n_layers, (), vocab_size=vocab_size, mlstm_heads=mlstm_heads, chunk_size=64),
+            "xlstm71": xlstm_config(d_model, n_layers, at, vocab_size=vocab_size, mlstm_heads=mlstm_heads, chunk_size=64)}
+
+    def attn(hidden):
+        return ModelConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, pattern=["attention"],
+                           mixer_kwargs={"attention": {"n_heads": attn_heads}}, mlp="swiglu", mlp_hidden=hidden,
+                           tie_embeddings=False)
+
+    target = size(cfgs["xlstm10"])
+    lo = 8
+    per_unit = size(attn(lo + 1)) - size(attn(lo))
+    cfgs["attention"] = attn(max(1, lo + round((target - size(attn(lo))) / per_unit)))
+    return {k: cfgs[k] for k in kinds}
+
+
+def _init(model, kind):
+    if kind.startswith("xlstm"):
+        from ..models.presets.xlstm import xlstm_init_
+
+        xlstm_init_(model)
+
+
+def _valid_curve(run_dir: Path, key: str) -> tuple[list, list]:
+    recs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    recs = [r for r in recs if r.get("split") == "valid"]
+    return [r["step"] for r in recs], [r[key] for r in recs]
+
+
+@register_experiment("xlstm-mqar", "xLSTM[1:0] and xLSTM[7:1] vs an equal-size RoPE Transformer on MQAR")
+def xlstm_mqar(out_dir: Path, models: str = "xlstm10,xlstm71,attention", d_model: int = 64, n_layers: int = 8,
+               vocab_size: int = 64, num_pairs: int = 8, seq_len: int = 64, steps: int = 400, batch_size: int = 32,
+               lr: float = 3e-3, eval_every: int = 100, eval_samples: int = 512, seed: int = 0,
+               threads: int = 1) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(int(threads))  # one thread per run: small ops thrash with more on a shared CPU
+
+    from ..models import LanguageModel
+    from ..tasks import build_task
+    from ..train import TrainConfig, train
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    kinds = _strs(models)
+    task = build_task("mqar", vocab_size=int(vocab_size), num_pairs=int(num_pairs), seq_len=int(seq_len))
+    configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), kinds=kinds)
+    (out / "config.json").write_text(json.dumps({"task": task.config(), "models": {k: c.to_dict() for k, c in configs.items()},
+                                                 "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed},
+                                                indent=2) + "\n")
+    rows, curves = [], {}
+    for kind in kinds:
+        torch.manual_seed(int(seed))
+        model = LanguageModel(configs[kind])
+        _init(model, kind)
+        cfg = TrainConfig(steps=int(steps), batch_size=int(batch_size), lr=float(lr), warmup_steps=int(steps) // 10,
+                          eval_every=int(eval_every), eval_samples=int(eval_samples), seed=int(seed), device="cpu",
+                          precision="fp32", progress=False, out_dir=str(out / kind), weight_decay=0.1)
+        t0 = time.time()
+        res = train(model, task, cfg)
+        rows.append({"model": LABELS.get(kind, kind), "kind": kind,
+                     "params_non_emb": model.num_parameters(exclude_embeddings=True),
+                     "valid_accuracy": res["valid_accuracy"], "valid_loss": res["valid_loss"],
+                     "train_s": round(time.time() - t0, 1)})
+        curves[LABELS.get(kind, kind)] = _valid_curve(out / kind, "accuracy")
+        _write_table(out, rows, "results")
+    _plot(out / "mqar_accuracy.png", curves, "step", "valid accuracy (queried positions)",
+          f"MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}, D={d_model}, {n_layers} blocks")
+    return {"rows": rows}
+
+
+@register_experiment("xlstm-extrapolation", "xLSTM vs RoPE Transformer: train at 256 bytes, evaluate at 256..4096")
+def xlstm_extrapolation(out_dir: Path, path: str = "/work/shared/data/tinyshakespeare/input.txt",
+                        models: str = "xlstm10,xlstm71,attention", d_model: int = 64, n_layers: int = 8,
+                        seq_len: int = 256, eval_lengths: str = "256,512,1024,2048,4096", eval_tokens: int = 16384,
+                        steps: int = 300, batch_size: int = 16, lr: float = 3e-3, bins: int = 16,
+                        seed: int = 0, threads: int = 1) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(int(threads))
+
+    from ..eval import evaluate
+    from ..eval.evaluate import per_position_loss
+    from ..models import LanguageModel
+    from ..tasks import build_task
+    from ..train import TrainConfig, train
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    kinds = _strs(models)
+    task = build_task("text", path=path, seq_len=int(seq_len), tokenizer="byte")
+    configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), kinds=kinds)
+    lengths = _ints(eval_lengths)
+    (out / "config.json").write_text(json.dumps({"task": task.config(), "models": {k: c.to_dict() for k, c in configs.items()},
+                                                 "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
+                                                 "eval_lengths": lengths, "eval_tokens": eval_tokens}, indent=2) + "\n")
+    rows, pos_rows, curves, pos_curves = [], [], {}, {}
+    for kind in kinds:
+        label = LABELS.get(kind, kind)
+        torch.manual_seed(int(seed))
+        model = LanguageModel(configs[kind])
+        _init(model, kind)
+        cfg = TrainConfig(steps=int(steps), batch_size=int(batch_size), lr=float(lr), warmup_steps=int(steps) // 10,
+                          eval_every=int(steps), eval_samples=64, seed=int(seed), device="cpu", precision="fp32",
+                          progress=False, out_dir=str(out / kind), weight_decay=0.1)
+        t0 = time.time()
+        res = train(model, task, cfg)
+        train_s = time.time() - t0
+        model.eval()
+        losses = []
+        for L in lengths:  # the same held-out bytes, cut into windows of L
+            xs, ys = task.windows("valid", seq_len=L, max_windows=max(1, int(eval_tokens) // L))
+            with torch.no_grad():
+                m = evaluate(model, xs, ys, batch_size=4)
+            losses.append(m["loss"])
+            rows.append({"model": label, "kind": kind, "eval_len": L, "train_len": int(seq_len), "loss": m["loss"],
+                         "bits_per_byte": m["loss"] / 0.6931471805599453, "accuracy": m["accuracy"],
+                         "params_non_emb": model.num_parameters(exclude_embeddings=True),
+                         "train_loss": res.get("train_loss"), "train_s": round(train_s, 1)})
+            _write_table(out, rows, "results")
+        curves[label] = (lengths, losses)
+        Lmax = max(lengths)
+        xs, ys = task.windows("valid", seq_len=Lmax, max_windows=max(1, int(eval_tokens) // Lmax))
+        pp = per_position_loss(model, xs, ys, batch_size=4)  # (Lmax,)
+        width = Lmax // int(bins)
+        centers, vals = [], []
+        for b in range(int(bins)):
+            seg = pp[b * width:(b + 1) * width]
+            centers.append(b * width + width // 2)
+            vals.append(float(seg.mean()))
+            pos_rows.append({"model": label, "kind": kind, "pos_from": b * width, "pos_to": (b + 1) * width,
+                             "loss": float(seg.mean())})
+        pos_curves[label] = (centers, vals)
+        _write_table(out, pos_rows, "per_position")
+    _plot(out / "loss_vs_eval_length.png", curves, "evaluation context length (bytes)", "held-out loss (nats/byte)",
+          f"trained at T={seq_len} ({Path(path).parent.name}), D={d_model}, {n_layers} blocks", logx=True)
+    _plot(out / "loss_vs_position.png", pos_curves, "position in the window (bytes)", "mean loss (nats/byte)",
+          f"per-position loss in {max(lengths)}-byte windows; trained at {seq_len}")
+    return {"rows": rows, "per_position": pos_rows}
+
+
+@register_experiment("xlstm-bench", "mLSTM modes vs length (seqzoo bench) and our ops vs the official native kernels")
+def xlstm_bench(out_dir: Path, lengths: str = "256,1024,2048,4096", threads: int = 1, heads: int = 4,
+                head_dim: int = 64, chunk_size: int = 64, loop_max_len: int = 2048, parallel_max_len: int = 4096,
+                min_run_time: float = 0.5) -> dict[str, Any]:
+    """Cell level, B=1, H=heads, K=V=head_dim, ``threads`` CPU threads (spec §9 "CPU sanity ratio"): forward time of
+    our recurrent / parallel / chunkwise ops and of mlstm_kernels' native ones (if importable), ratios in-run."""
+    import torch
+    from torch.utils import benchmark
+
+    from ..ops.mlstm import mlstm_chunkwise, mlstm_parallel, mlstm_recurrent
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(int(threads))
+    H, K = int(heads), int(head_dim)
+    impls: dict[str, Any] = {
+        "ours_recurrent": lambda q, k, v, i, f, T: mlstm_recurrent(q, k, v, i, f) if T <= loop_max_len else None,
+        "ours_parallel": lambda q, k, v, i, f, T: mlstm_parallel(q, k, v, i, f) if T <= parallel_max_len else None,
+        "ours_chunkwise": lambda q, k, v, i, f, T: mlstm_chunkwise(q, k, v, i, f, chunk_size=int(chunk_size)),
+    }
+    official = None
+    try:  # test-time oracle only (NXAI Community License): imported, never copied
+        from mlstm_kernels.torch.chunkwise.native import mlstm_chunkwise__native_autograd as off_chunk
+        from mlstm_kernels.torch.parallel.native_stablef import mlstm_parallel__native_stablef_autograd as off_par
+        from mlstm_kernels.torch.recurrent.native_sequence import mlstm_recurrent_sequence__native_fw as off_rec
+
+        def to_bhtd(q, k, v, i, f):  # ours (B,T,H,*) -> theirs (B,H,T,*)
+            return (q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous(),
+                    i.transpose(1, 2).contiguous(), f.transpose(1, 2).contiguous())
+
+        impls["official_recurrent"] = (lambda q, k, v, i, f, T: off_rec(*to_bhtd(q, k, v, i, f))
+                                       if T <= loop_max_len else None)
+        impls["official_parallel"] = (lambda q, k, v, i, f, T: off_par(*to_bhtd(q, k, v, i, f))
+                                      if T <= parallel_max_len else None)
+        impls["official_chunkwise"] = lambda q, k, v, i, f, T: off_chunk(*to_bhtd(q, k, v, i, f),
+                                                                          chunk_size=int(chunk_size))
+        official = "mlstm_kernels"
+    except Exception as e:  # noqa: BLE001 - optional oracle
+        official = f"not available ({type(e).__name__})"
+    rows = []
+    for T in _ints(lengths):
+        g = torch.Generator().manual_seed(T)
+        q, k, v = (torch.randn(1, T, H, K, generator=g) for _ in range(3))
+        i = torch.randn(1, T, H, generator=g)
+        f = 3.0 + torch.randn(1, T, H, generator=g)
+        for name, fn in impls.items():
+            if (name.endswith("recurrent") and T > loop_max_len) or (name.endswith("parallel") and T > parallel_max_len):
+                continue
+            with torch.no_grad():
+                t = benchmark.Timer(stmt="fn(q, k, v, i, f, T)",
+                                    globals={"fn": fn, "q": q, "k": k, "v": v, "i": i, "f": f, "T": T})
+                ms = t.blocked_autorange(min_run_time=float(min_run_time)).median * 1e3
+            rows.append({"impl": name, "T": T, "fwd_ms": ms, "threads": int(threads), "B": 1, "H": H, "K": K, "V": K})
+        base = {r["impl"]: r["fwd_ms"] for r in rows if r["T"] == T}
+        for r in rows:
+            if r["T"] == T:
+                r["x_vs_ours_chunkwise"] = r["fwd_ms"] / base["ours_chunkwise"]
+        _write_table(out, rows, "ops")
+    series = {}
+    for name in impls:
+        pts = [(r["T"], r["fwd_ms"]) for r in rows if r["impl"] == name]
+        if pts:
+            series[name] = ([p[0] for p in pts], [p[1] for p in pts])
+    _plot(out / "ops_fwd_ms.png", series, "sequence length T", "forward ms (median)",
+          f"mLSTM cell, B=1, H={H}, K=V={K}, {threads} thread(s)", logx=True, logy=True)
+    (out / "config.json").write_text(json.dumps({"lengths": _ints(lengths), "threads": threads, "heads": H,
+                                                 "head_dim": K, "chunk_size": chunk_size, "official": official,
+                                                 "torch": torch.__version__}, indent=2) + "\n")
+    return {"rows": rows, "official": official}
+
+
+@register_experiment("xlstm-merge", "Merge xlstm-mqar / xlstm-extrapolation runs made one model per process")
+def xlstm_merge(out_dir: Path, parts: str = "", kind: str = "mqar", seq_len: int = 256) -> dict[str, Any]:
+    """``parts``: comma-separated run directories; each holds results.json (+ per_position.json) and one folder per
+    model with metrics.jsonl. Writes the combined tables and plots into ``out_dir``; no number is recomputed."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if kind not in ("mqar", "extrapolation"):
+        raise ValueError(f"kind must be 'mqar' or 'extrapolation', got {kind!r}")
+    rows, pos_rows, curves, pos_curves = [], [], {}, {}
+    for part in _strs(parts):
+        p = Path(part)
+        part_rows = json.loads((p / "results.json").read_text())
+        rows += part_rows
+        for r in part_rows:
+            label = r["model"]
+            if kind == "mqar" and label not in curves:
+                curves[label] = _valid_curve(p / r["kind"], "accuracy")
+            if kind == "extrapolation":
+                xs, ys = curves.setdefault(label, ([], []))
+                xs.append(r["eval_len"]), ys.append(r["loss"])
+        if kind == "extrapolation" and (p / "per_position.json").is_file():
+            for r in json.loads((p / "per_position.json").read_text()):
+                pos_rows.append(r)
+                xs, ys = pos_curves.setdefault(r["model"], ([], []))
+                xs.append((r["pos_from"] + r["pos_to"]) // 2), ys.append(r["loss"])
+    _write_table(out, rows, "results")
+    (out / "config.json").write_text(json.dumps({"parts": _strs(parts), "kind": kind}, indent=2) + "\n")
+    if kind == "mqar":
+        _plot(out / "mqar_accuracy.png", curves, "step", "valid accuracy (queried positions)", "MQAR (merged runs)")
+    else:
+        _write_table(out, pos_rows, "per_position")
+        _plot(out / "loss_vs_eval_length.png", curves, "evaluation context length (bytes)",
+              "held-out loss (nats/byte)", f"trained at T={seq_len} (merged runs)", logx=True)
+        _plot(out / "loss_vs_position.png", pos_curves, "position in the window (bytes)", "mean loss (nats/byte)",
+              "per-position loss in the longest windows (merged runs)")
+    return {"rows": rows}
+
+
+@register_experiment("xlstm-slstm-bench", "sLSTM loop: naive vs fused (hand BPTT) vs autograd vs torch.compile, per step")
+def xlstm_slstm_bench(out_dir: Path, batch: int = 8, T: int = 128, heads: int = 4, head_dim: int = 32,
+                      threads: int = 1, repeats: int = 3, compiled: bool = True) -> dict[str, Any]:
+    """Forward (no grad) and forward+backward time per time step of each sLSTM loop, min over ``repeats``
+    interleaved runs, all in one process (ratios against the naive loop measured in the same run)."""
+    import torch
+
+    from ..ops.slstm import slstm_compiled, slstm_fused, slstm_naive
+    from ..ops.slstm.fused import _loop, _pointwise
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(int(threads))
+    g = torch.Generator().manual_seed(0)
+    B, H, d, T = int(batch), int(heads), int(head_dim), int(T)
+    wx = torch.randn(B, T, H, 4, d, generator=g)
+    R = 0.1 * torch.randn(H, d, 4, d, generator=g)
+    fwd = {"naive": slstm_naive, "fused": slstm_fused}
+    if str(compiled).lower() not in ("0", "false", "no"):
+        fwd["compiled"] = slstm_compiled
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            slstm_compiled(wx, R)  # compilation
+        compile_s = time.perf_counter() - t0
+    else:
+        compile_s = None
+    train = {"naive (autograd)": slstm_naive, "fused, autograd loop": lambda a, r: _loop(a, r, None, _pointwise),
+             "fused (hand-written BPTT)": slstm_fused}
+    times: dict[str, list[float]] = {}
+    for _ in range(int(repeats)):
+        for name, fn in fwd.items():
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                fn(wx, R)
+            times.setdefault(f"fwd: {name}", []).append(time.perf_counter() - t0)
+        for name, fn in train.items():
+            a, r = wx.clone().requires_grad_(True), R.clone().requires_grad_(True)
+            t0 = time.perf_counter()
+            h, _ = fn(a, r)
+            h.square().sum().backward()
+            times.setdefault(f"fwd+bwd: {name}", []).append(time.perf_counter() - t0)
+    rows = [{"what": k, "us_per_step": 1e6 * min(v) / T, "B": B, "T": T, "H": H, "d": d, "threads": int(threads)}
+            for k, v in times.items()]
+    for r in rows:
+        base = "fwd: naive" if r["what"].startswith("fwd:") else "fwd+bwd: naive (autograd)"
+        r["speedup_vs_naive"] = (1e6 * min(times[base]) / T) / r["us_per_step"]
+    _write_table(out, rows, "slstm")
+    (out / "config.json").write_text(json.dumps({"batch": B, "T": T, "heads": H, "head_dim": d, "threads": threads,
+                                                 "repeats": repeats, "compile_s": compile_s,
+                                                 "torch": torch.__version__}, indent=2) + "\n")
+    return {"rows": rows, "compile_s": compile_s}

@@ -1,0 +1,248 @@
+"""mLSTM layer: matrix memory with exponential gating (xLSTM).
+
+Beck et al., "xLSTM: Extended Long Short-Term Memory", arXiv:2405.04517 (NeurIPS 2024); the 7B-style layer from
+"xLSTM 7B", arXiv:2503.13427. Per head, with q scaled by K^-1/2 and log forget gate phi = logsigmoid(f~):
+
+    m_t = max(phi_t + m_{t-1}, i~_t);  C_t = e^{phi_t+m_{t-1}-m_t} C_{t-1} + e^{i~_t-m_t} k_t v_t^T   (n_t alike with k_t)
+    h_t = q_t^T C_t / (max(|q_t^T n_t|, e^{-m_t}) + eps)
+
+The mixer is the whole layer (spec §6.1, variant "neurips"): up-projection D -> 2E, causal conv k=4 + SiLU, headwise
+q/k (from the conv branch) and v (from the raw branch), gates from [q; k; v], the cell, per-head LayerNorm,
+learnable skip, SiLU(z) output gate, down-projection. Variant "7b" (spec §6.4): q/k/v/o from the input, soft-capped
+gates, per-head LayerNorm, sigmoid output gate, out-projection (its SwiGLU FFN is the residual block's MLP).
+The cell ops live in ``seqzoo.ops.mlstm`` (modes "recurrent", "parallel", "chunkwise").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from ..ops.causal_conv import causal_conv1d
+from ..ops.mlstm import FORGET_GATES, mlstm
+from .base import Mixer, register_mixer
+
+VARIANTS = ("neurips", "7b")
+
+
+@dataclass
+class MLSTMState:
+    """Cell state ``C (B, H, K, V)``, ``n (B, H, K)``, ``m (B, H)`` (float32) and, for the NeurIPS layer, the
+    conv buffer: the last ``conv_kernel - 1`` inputs of the conv branch ``(B, k-1, E)`` (None for "7b")."""
+
+    C: torch.Tensor
+    n: torch.Tensor
+    m: torch.Tensor
+    conv: torch.Tensor | None = None
+
+    def cell(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.C, self.n, self.m
+
+
+def round_up(x: float, multiple: int) -> int:
+    return int(math.ceil(x / multiple) * multiple)
+
+
+def headwise(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Block-diagonal map: ``x (B, T, nb*bs_in)``, ``weight (nb, bs_out, bs_in)`` -> ``(B, T, nb*bs_out)``."""
+    xb = rearrange(x, "b t (n i) -> b t n i", n=weight.shape[0])  # (B, T, nb, bs_in)
+    return rearrange(torch.einsum("btni,noi->btno", xb, weight), "b t n o -> b t (n o)")
+
+
+def small_init_std(d: int) -> float:
+    """xLSTM "small init": N(0, 2 / (5 d))."""
+    return math.sqrt(2.0 / (5.0 * d))
+
+
+def wang_init_std(d: int, num_blocks: int) -> float:
+    """xLSTM "Wang init" for output projections: std 2 / (num_blocks sqrt(d))."""
+    return 2.0 / (num_blocks * math.sqrt(d))
+
+
+@register_mixer("mlstm")
+class MLSTM(Mixer):
+    modes = ("recurrent", "parallel", "chunkwise")
+    test_kwargs = {"num_heads": 2, "chunk_size": 4}
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int = 4,
+        variant: str = "neurips",
+        proj_factor: float = 2.0,
+        round_to: int = 64,
+        conv_kernel: int = 4,
+        qkv_blocksize: int = 4,
+        qk_dim_factor: float = 0.5,
+        v_dim_factor: float = 1.0,
+        gate_soft_cap: float | None = 15.0,
+        chunk_size: int = 64,
+        eps: float = 1e-6,
+        norm_eps: float | None = None,
+        forget_gate: str = "sigmoid",
+        dropout: float = 0.0,
+        num_blocks: int = 1,
+        mode: str | None = None,
+    ):
+        super().__init__(d_model)
+        if mode is not None and mode not in self.modes:
+            raise ValueError(f"mlstm: mode (the default algorithm) must be one of {self.modes} or None, got {mode!r}")
+        self.fixed_mode = mode
+        if variant not in VARIANTS:
+            raise ValueError(f"mlstm: variant must be one of {VARIANTS}, got {variant!r}")
+        if forget_gate not in FORGET_GATES:
+            raise ValueError(f"mlstm: forget_gate must be one of {FORGET_GATES}, got {forget_gate!r}")
+        if not isinstance(num_heads, int) or num_heads <= 0:
+            raise ValueError(f"mlstm: num_heads must be a positive int, got {num_heads!r}")
+        if not isinstance(chunk_size, int) or chunk_size <= 0:
+            raise ValueError(f"mlstm: chunk_size must be a positive int, got {chunk_size!r}")
+        if not isinstance(num_blocks, int) or num_blocks <= 0:
+            raise ValueError(f"mlstm: num_blocks must be a positive int, got {num_blocks!r}")
+        self.variant, self.num_heads, self.chunk_size = variant, num_heads, chunk_size
+        self.eps, self.forget_gate, self.num_blocks = eps, forget_gate, num_blocks
+        self.norm_eps = norm_eps if norm_eps is not None else (1e-5 if variant == "neurips" else 1e-6)
+        self.dropout = nn.Dropout(dropout)
+        H = num_heads
+        if variant == "neurips":
+            E = round_up(proj_factor * d_model, round_to)
+            if E % H:
+                raise ValueError(f"mlstm: num_heads={H} must divide the inner width E={E} (= ceil({proj_factor} * "
+                                 f"d_model / {round_to}) * {round_to})")
+            if E % qkv_blocksize:
+                raise ValueError(f"mlstm: qkv_blocksize={qkv_blocksize} must divide the inner width E={E}")
+            if not isinstance(conv_kernel, int) or conv_kernel < 1:
+                raise ValueError(f"mlstm: conv_kernel must be a positive int, got {conv_kernel!r}")
+            self.inner, self.qk_dim, self.v_dim = E, E // H, E // H
+            self.conv_kernel = conv_kernel
+            nb = E // qkv_blocksize
+            self.proj_up = nn.Linear(d_model, 2 * E, bias=False)
+            self.conv_weight = nn.Parameter(torch.empty(E, conv_kernel))  # [:, -1] hits the current token
+            self.conv_bias = nn.Parameter(torch.empty(E))
+            self.q_proj = nn.Parameter(torch.empty(nb, qkv_blocksize, qkv_blocksize))  # (block, out, in)
+            self.k_proj = nn.Parameter(torch.empty(nb, qkv_blocksize, qkv_blocksize))
+            self.v_proj = nn.Parameter(torch.empty(nb, qkv_blocksize, qkv_blocksize))
+            self.igate = nn.Linear(3 * E, H)
+            self.fgate = nn.Linear(3 * E, H)
+            self.outnorm_weight = nn.Parameter(torch.empty(E))
+            self.skip = nn.Parameter(torch.empty(E))
+            self.proj_down = nn.Linear(E, d_model, bias=False)
+        else:
+            dqk, dv = round(d_model * qk_dim_factor), round(d_model * v_dim_factor)
+            if dqk % H or dv % H or dqk == 0:
+                raise ValueError(f"mlstm: num_heads={H} must divide the q/k width {dqk} (= qk_dim_factor * d_model) and "
+                                 f"the v width {dv} (= v_dim_factor * d_model)")
+            self.qk_dim, self.v_dim, self.inner = dqk // H, dv // H, dv
+            self.gate_soft_cap = gate_soft_cap
+            self.q = nn.Linear(d_model, dqk, bias=False)
+            self.k = nn.Linear(d_model, dqk, bias=False)
+            self.v = nn.Linear(d_model, dv, bias=False)
+            self.ogate = nn.Linear(d_model, dv, bias=False)
+            self.igate = nn.Linear(d_model, H)
+            self.fgate = nn.Linear(d_model, H)
+            self.outnorm_weight = nn.Parameter(torch.empty(dv))
+            self.out_proj = nn.Linear(dv, d_model, bias=False)
+        self.reset_parameters()
+
+    # ------------------------------------------------------------------ init (spec §5)
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        D, H = self.d_model, self.num_heads
+        std_in, std_out = small_init_std(D), wang_init_std(D, self.num_blocks)
+        nn.init.zeros_(self.igate.weight)
+        nn.init.zeros_(self.fgate.weight)
+        self.fgate.bias.copy_(torch.linspace(3.0, 6.0, H))
+        nn.init.ones_(self.outnorm_weight)
+        if self.variant == "neurips":
+            nn.init.normal_(self.proj_up.weight, std=std_in)
+            bound = 1.0 / math.sqrt(self.conv_kernel)  # PyTorch's Conv1d default for fan_in = k
+            nn.init.uniform_(self.conv_weight, -bound, bound)
+            nn.init.uniform_(self.conv_bias, -bound, bound)
+            for w in (self.q_proj, self.k_proj, self.v_proj):
+                nn.init.normal_(w, std=std_in)
+            nn.init.normal_(self.igate.bias, std=0.1)
+            nn.init.ones_(self.skip)
+            nn.init.normal_(self.proj_down.weight, std=std_out)
+        else:
+            for lin in (self.q, self.k, self.v, self.ogate):
+                nn.init.normal_(lin.weight, std=std_in)
+            self.igate.bias.fill_(-10.0)
+            nn.init.normal_(self.out_proj.weight, std=std_out)
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, variant={self.variant}, heads={self.num_heads}, qk_dim={self.qk_dim}, "
+                f"v_dim={self.v_dim}, inner={self.inner}, chunk_size={self.chunk_size}, forget_gate={self.forget_gate}")
+
+    def default_mode(self, x, state):
+        """The constructor's ``mode`` if given, else the recurrent step for T = 1 and chunkwise otherwise."""
+        if self.fixed_mode is not None:
+            return self.fixed_mode
+        return "recurrent" if x.shape[1] == 1 else "chunkwise"
+
+    def optim_overrides(self):
+        """No weight decay on gate biases, norm weights, the skip and the conv bias (as the reference)."""
+        names = ["igate.bias", "fgate.bias", "outnorm_weight"]
+        if self.variant == "neurips":
+            names += ["skip", "conv_bias"]
+        return {n: {"weight_decay": 0.0} for n in names}
+
+    # ------------------------------------------------------------------ forward
+    def _check_state(self, x: torch.Tensor, state) -> tuple | None:
+        if state is None:
+            return None
+        if not isinstance(state, MLSTMState):
+            raise TypeError(f"mlstm: state must be an MLSTMState returned by a previous call, got {type(state).__name__}")
+        B, H, K, V = x.shape[0], self.num_heads, self.qk_dim, self.v_dim
+        for name, t, want in (("C", state.C, (B, H, K, V)), ("n", state.n, (B, H, K)), ("m", state.m, (B, H))):
+            if tuple(t.shape) != want:
+                raise ValueError(f"mlstm: state.{name} must have shape {want}, got {tuple(t.shape)}")
+        if self.variant == "neurips":
+            want = (B, self.conv_kernel - 1, self.inner)
+            if state.conv is None or tuple(state.conv.shape) != want:
+                raise ValueError(f"mlstm: state.conv must have shape {want}, got "
+                                 f"{None if state.conv is None else tuple(state.conv.shape)}")
+        return state.cell()
+
+    def _cell(self, q, k, v, ig, fg, cell_state, mode):
+        """``q, k (B, T, H*K)``, ``v (B, T, H*V)``, gates ``(B, T, H)`` -> ``h (B, T, H, V)``, state."""
+        H = self.num_heads
+        q = rearrange(q, "b t (h k) -> b t h k", h=H)
+        k = rearrange(k, "b t (h k) -> b t h k", h=H)
+        v = rearrange(v, "b t (h v) -> b t h v", h=H)
+        return mlstm(q, k, v, ig, fg, state=cell_state, impl=mode, chunk_size=self.chunk_size, eps=self.eps,
+                     forget_gate=self.forget_gate)
+
+    def _headnorm(self, h: torch.Tensor) -> torch.Tensor:
+        """Per-head LayerNorm (weight only): ``h (B, T, H, V)`` -> ``(B, T, H*V)``."""
+        hn = F.layer_norm(h.float() if h.dtype in (torch.float16, torch.bfloat16) else h, (h.shape[-1],),
+                          eps=self.norm_eps).to(h.dtype)
+        return rearrange(hn, "b t h v -> b t (h v)") * self.outnorm_weight
+
+    def _forward(self, x: torch.Tensor, state, mode: str):
+        cell_state = self._check_state(x, state)
+        if self.variant == "7b":
+            return self._forward_7b(x, cell_state, mode)
+        E = self.inner
+        x_m, z = self.proj_up(x).split(E, dim=-1)  # (B, T, E) each: cell branch, output gate branch
+        x_c, conv_state = causal_conv1d(x_m, self.conv_weight, self.conv_bias, None if state is None else state.conv)
+        x_c = F.silu(x_c)
+        q, k = headwise(x_c, self.q_proj), headwise(x_c, self.k_proj)
+        v = headwise(x_m, self.v_proj)
+        qkv = torch.cat([q, k, v], dim=-1)  # (B, T, 3E)
+        h, (C, n, m) = self._cell(q, k, v, self.igate(qkv), self.fgate(qkv), cell_state, mode)
+        h = self._headnorm(h) + self.skip * x_c  # (B, T, E)
+        y = self.proj_down(self.dropout(h * F.silu(z)))
+        return y, MLSTMState(C, n, m, conv_state)
+
+    def _forward_7b(self, x: torch.Tensor, cell_state, mode: str):
+        ig, fg = self.igate(x), self.fgate(x)  # (B, T, H)
+        cap = self.gate_soft_cap
+        if cap is not None:
+            ig, fg = cap * torch.tanh(ig / cap), cap * torch.tanh(fg / cap)
+        h, (C, n, m) = self._cell(self.q(x), self.k(x), self.v(x), ig, fg, cell_state, mode)
+        y = self.out_proj(self.dropout(torch.sigmoid(self.ogate(x)) * self._headnorm(h)))
+        return y, MLSTMState(C, n, m, None)

@@ -1,0 +1,151 @@
+"""sLSTM layer: scalar memory with exponential gating and block-diagonal memory mixing (xLSTM).
+
+Beck et al., "xLSTM: Extended Long Short-Term Memory", arXiv:2405.04517 (NeurIPS 2024), spec §4 / §6.2:
+
+    (i~, f~, z~, o~) = W x_t + R h_{t-1} + b   (W, R block-diagonal per head);  m_t = max(i~, logsig(f~) + m_{t-1})
+    c_t = e^{logsig(f~)+m_{t-1}-m_t} c_{t-1} + e^{i~-m_t} tanh(z~);  n_t alike with 1;  h_t = sigmoid(o~) c_t / n_t
+
+The mixer is the layer: causal conv k=4 + SiLU feeding the i/f gates (z/o read the raw input), headwise W, the cell,
+dropout, per-head LayerNorm (weight only). The post-up-projection gated FFN is the residual block's MLP ("geglu").
+There is no parallel form: the only mode is "recurrent", a loop over T (``impl`` picks the loop, see ops/slstm).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from ..ops.causal_conv import causal_conv1d
+from ..ops.slstm import IMPLS, slstm
+from .base import Mixer, register_mixer
+from .mlstm import small_init_std
+
+BIAS_INITS = ("powerlaw_blockdependent", "small_init", "zeros")
+
+
+@dataclass
+class SLSTMState:
+    """Cell state ``h, c, n, m`` each ``(B, D)`` float32, and the conv buffer: the last k-1 inputs ``(B, k-1, D)``."""
+
+    h: torch.Tensor
+    c: torch.Tensor
+    n: torch.Tensor
+    m: torch.Tensor
+    conv: torch.Tensor | None = None
+
+    def cell(self):
+        return self.h, self.c, self.n, self.m
+
+
+def powerlaw_forget_bias(d: int, block_idx: int, num_blocks: int) -> torch.Tensor:
+    """Spec §5: ``5 - 12 (j/(d-1))^(0.3 + 1.3 beta)``, beta = block_idx / (num_blocks - 1) (0 for one block)."""
+    beta = block_idx / (num_blocks - 1) if num_blocks > 1 else 0.0
+    j = torch.arange(d, dtype=torch.float64)
+    ratio = j / (d - 1) if d > 1 else torch.zeros(d, dtype=torch.float64)
+    return (5.0 - 12.0 * ratio ** (0.3 + 1.3 * beta)).float()
+
+
+@register_mixer("slstm")
+class SLSTM(Mixer):
+    modes = ("recurrent",)
+    test_kwargs = {"num_heads": 2}
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int = 4,
+        conv_kernel: int = 4,
+        impl: str = "fused",
+        bias_init: str = "powerlaw_blockdependent",
+        block_idx: int = 0,
+        num_blocks: int = 1,
+        norm_eps: float = 1e-5,
+        dropout: float = 0.0,
+    ):
+        super().__init__(d_model)
+        if not isinstance(num_heads, int) or num_heads <= 0 or d_model % num_heads:
+            raise ValueError(f"slstm: num_heads must be a positive int dividing d_model={d_model}, got {num_heads!r}")
+        if impl not in IMPLS:
+            raise ValueError(f"slstm: impl must be one of {IMPLS}, got {impl!r}")
+        if bias_init not in BIAS_INITS:
+            raise ValueError(f"slstm: bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
+        if not isinstance(conv_kernel, int) or conv_kernel < 1:
+            raise ValueError(f"slstm: conv_kernel must be a positive int, got {conv_kernel!r}")
+        if not (isinstance(num_blocks, int) and num_blocks > 0 and isinstance(block_idx, int) and 0 <= block_idx < num_blocks):
+            raise ValueError(f"slstm: need 0 <= block_idx < num_blocks, got block_idx={block_idx!r}, num_blocks={num_blocks!r}")
+        H, d = num_heads, d_model // num_heads
+        self.num_heads, self.head_dim, self.conv_kernel, self.impl = H, d, conv_kernel, impl
+        self.bias_init, self.block_idx, self.num_blocks, self.norm_eps = bias_init, block_idx, num_blocks, norm_eps
+        self.conv_weight = nn.Parameter(torch.empty(d_model, conv_kernel))  # [:, -1] hits the current token
+        self.conv_bias = nn.Parameter(torch.empty(d_model))
+        self.W_i = nn.Parameter(torch.empty(H, d, d))  # (head, out, in), reads SiLU(conv(x))
+        self.W_f = nn.Parameter(torch.empty(H, d, d))  # reads SiLU(conv(x))
+        self.W_z = nn.Parameter(torch.empty(H, d, d))  # reads x
+        self.W_o = nn.Parameter(torch.empty(H, d, d))  # reads x
+        self.R = nn.Parameter(torch.empty(H, d, 4, d))  # (head, d_in, gate i/f/z/o, d_out)
+        self.bias = nn.Parameter(torch.empty(H, 4, d))  # (head, gate, d)
+        self.norm_weight = nn.Parameter(torch.empty(d_model))
+        self.dropout = nn.Dropout(dropout)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """NeurIPS recipe (spec §5): R = 0, W small init, power-law forget bias, other biases 0."""
+        bound = 1.0 / self.conv_kernel ** 0.5
+        nn.init.uniform_(self.conv_weight, -bound, bound)
+        nn.init.uniform_(self.conv_bias, -bound, bound)
+        for w in (self.W_i, self.W_f, self.W_z, self.W_o):
+            nn.init.normal_(w, std=small_init_std(self.d_model))
+        nn.init.zeros_(self.R)
+        nn.init.zeros_(self.bias)
+        d = self.head_dim
+        if self.bias_init == "powerlaw_blockdependent":
+            self.bias[:, 1] = powerlaw_forget_bias(d, self.block_idx, self.num_blocks)
+        elif self.bias_init == "small_init":
+            self.bias[:, 1] = torch.linspace(3.0, 6.0, d)
+        nn.init.ones_(self.norm_weight)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, heads={self.num_heads}, head_dim={self.head_dim}, impl={self.impl}"
+
+    def optim_overrides(self):
+        return {n: {"weight_decay": 0.0} for n in ("bias", "norm_weight", "conv_bias")}
+
+    def _check_state(self, x, state):
+        if state is None:
+            return None
+        if not isinstance(state, SLSTMState):
+            raise TypeError(f"slstm: state must be an SLSTMState returned by a previous call, got {type(state).__name__}")
+        B, D = x.shape[0], self.d_model
+        for name in "hcnm":
+            t = getattr(state, name)
+            if tuple(t.shape) != (B, D):
+                raise ValueError(f"slstm: state.{name} must have shape ({B}, {D}), got {tuple(t.shape)}")
+        want = (B, self.conv_kernel - 1, D)
+        if state.conv is None or tuple(state.conv.shape) != want:
+            raise ValueError(f"slstm: state.conv must have shape {want}, got "
+                             f"{None if state.conv is None else tuple(state.conv.shape)}")
+        return state.cell()
+
+    def gate_inputs(self, x: torch.Tensor, conv_state=None):
+        """Input pre-activations ``wx (B, T, H, 4, d)`` (i, f from SiLU(conv(x)); z, o from x; bias added)."""
+        H = self.num_heads
+        x_c, conv_state = causal_conv1d(x, self.conv_weight, self.conv_bias, conv_state)
+        x_c = rearrange(F.silu(x_c), "b t (h j) -> b t h j", h=H)  # (B, T, H, d)
+        x_h = rearrange(x, "b t (h j) -> b t h j", h=H)
+        w_if = torch.einsum("bthj,hgkj->bthgk", x_c, torch.stack([self.W_i, self.W_f], 1))  # (B, T, H, 2, d)
+        w_zo = torch.einsum("bthj,hgkj->bthgk", x_h, torch.stack([self.W_z, self.W_o], 1))
+        return torch.cat([w_if, w_zo], dim=3) + self.bias, conv_state
+
+    def _forward(self, x: torch.Tensor, state, mode: str):
+        cell_state = self._check_state(x, state)
+        wx, conv_state = self.gate_inputs(x, None if state is None else state.conv)
+        h, (hh, c, n, m) = slstm(wx, self.R, cell_state, impl=self.impl)  # h (B, T, H, d)
+        h = self.dropout(h)
+        hn = F.layer_norm(h, (self.head_dim,), eps=self.norm_eps)
+        y = rearrange(hn, "b t h j -> b t (h j)") * self.norm_weight
+        return y, SLSTMState(hh, c, n, m, conv_state)

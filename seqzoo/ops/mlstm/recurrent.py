@@ -1,0 +1,45 @@
+"""mLSTM recurrent form (spec §3.1): one step, and the step loop used as the ``"recurrent"`` mode.
+
+    m_t = max(phi_t + m_{t-1}, i_t);  f' = exp(phi_t + m_{t-1} - m_t);  i' = exp(i_t - m_t)
+    C_t = f' C_{t-1} + i' k_t v_t^T;   n_t = f' n_{t-1} + i' k_t
+    h_t = (s q_t)^T C_t / (max(|(s q_t)^T n_t|, exp(-m_t)) + eps)
+
+Autograd flows through the stabiliser m too, so gradients of the returned (stabilised) state are exact; the
+lower bound exp(-m) is guarded against overflow (``common.lower_bound``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .common import check_inputs, compute_dtype, log_forget, lower_bound, zero_state
+
+
+def mlstm_step(q, k, v, i, phi, state, eps: float = 1e-6):
+    """One step on prepared inputs: ``q`` already scaled ``(B, H, K)``, ``k (B, H, K)``, ``v (B, H, V)``,
+    ``i, phi (B, H)`` in the compute dtype, ``state = (C, n, m)``. Returns ``h (B, H, V)`` and the new state."""
+    C, n, m = state
+    m_new = torch.maximum(phi + m, i)  # (B, H)
+    fp = torch.exp(phi + m - m_new)
+    ip = torch.exp(i - m_new)
+    C = fp[..., None, None] * C + (ip[..., None] * k)[..., :, None] * v[..., None, :]  # (B, H, K, V)
+    n = fp[..., None] * n + ip[..., None] * k  # (B, H, K)
+    num = torch.einsum("bhk,bhkv->bhv", q, C)
+    qn = torch.einsum("bhk,bhk->bh", q, n)
+    den = torch.maximum(qn.abs(), lower_bound(m_new)) + eps
+    return num / den[..., None], (C, n, m_new)
+
+
+def mlstm_recurrent(q, k, v, i, f, state=None, eps: float = 1e-6, forget_gate: str = "sigmoid"):
+    """Loop of ``mlstm_step`` over T. ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)``."""
+    B, T, H, K, V = check_inputs(q, k, v, i, f, state, forget_gate, eps)
+    ct = compute_dtype(q.dtype)
+    st = zero_state(B, H, K, V, ct, q.device) if state is None else tuple(s.to(ct) for s in state)
+    qs = q.to(ct) * K ** -0.5
+    kc, vc, ic = k.to(ct), v.to(ct), i.to(ct)
+    phi = log_forget(f.to(ct), forget_gate)  # (B, T, H)
+    hs = []
+    for t in range(T):
+        h, st = mlstm_step(qs[:, t], kc[:, t], vc[:, t], ic[:, t], phi[:, t], st, eps)
+        hs.append(h)
+    return torch.stack(hs, dim=1).to(v.dtype), st
