@@ -1,0 +1,355 @@
+"""Orchid experiments (spec/orchid.md §6, §8, §9): results are files (config, JSONL/CSV, PNG).
+
+* ``orchid-ar``: associative recall over a grid of vocabulary sizes and lengths, Orchid vs the static
+  long convolution (Hyena-style, same block without H_theta) vs attention, one row per run.
+* ``orchid-images``: 8x8 digits classification, Orchid vs static vs attention (needs scikit-learn).
+* ``orchid-bench``: time and peak memory of one forward+backward vs length (1K-64K), Orchid vs attention;
+  attention is dropped at the first length where it times out or runs out of memory.
+
+Each run trains with ``seqzoo.train`` (fresh samples every step, a fixed held-out set) and is skipped
+when its ``final.json`` already exists, so an interrupted grid resumes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing as mp
+import time
+from pathlib import Path
+from typing import Any
+
+from . import register_experiment
+
+
+def _ints(v) -> list[int]:
+    return [int(s) for s in str(v).split(",") if str(s).strip()] if not isinstance(v, (list, tuple)) else list(map(int, v))
+
+
+def _strs(v) -> list[str]:
+    return [s.strip() for s in str(v).split(",") if s.strip()] if not isinstance(v, (list, tuple)) else list(v)
+
+
+def _write_table(out: Path, rows: list[dict], stem: str = "results") -> None:
+    (out / f"{stem}.json").write_text(json.dumps(rows, indent=2) + "\n")
+    if rows:
+        keys = list(dict.fromkeys(k for r in rows for k in r if not isinstance(r[k], (list, dict))))
+        with open(out / f"{stem}.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
+
+
+def _curve(run_dir: Path) -> list[tuple[int, float]]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    recs = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return [(r["step"], r["accuracy"]) for r in recs if r.get("split") == "valid"]
+
+
+# ------------------------------------------------------------------ associative recall
+def _ar_run(job: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    from ..models import Encoder
+    from ..models.presets.orchid import orchid_ar_config
+    from ..tasks import build_task
+    from ..train import TrainConfig, train
+
+    torch.set_num_threads(job["threads"])
+    run_dir = Path(job["run_dir"])
+    final = run_dir / "final.json"
+    task = build_task("associative_recall", vocab_size=job["vocab"], seq_len=job["length"])
+    row = {k: job[k] for k in ("model", "vocab", "length", "seed", "steps")}
+    row["chance"] = 1.0 / task.n_values
+    if job.get("collect_only") and not final.exists():  # an unfinished run: report its curve so far
+        curve = _curve(run_dir)
+        row.update(status="unfinished", params=None, valid_accuracy=curve[-1][1] if curve else None,
+                   valid_loss=None, time_s=None, curve=curve, last_eval_step=curve[-1][0] if curve else 0)
+        return row
+    row["status"] = "done"
+    if not final.exists():
+        torch.manual_seed(job["seed"])
+        model = Encoder(orchid_ar_config(job["model"], job["vocab"], task.seq_len, job["d_model"], job["n_layers"]))
+        cfg = TrainConfig(steps=job["steps"], batch_size=job["batch_size"], lr=job["lr"], weight_decay=0.1,
+                          warmup_steps=max(1, job["steps"] // 10), min_lr_ratio=0.0, grad_clip=1.0,
+                          eval_every=job["eval_every"], eval_samples=job["eval_samples"], out_dir=str(run_dir),
+                          seed=job["seed"], device="cpu", precision="fp32", progress=False, resume=False)
+        train(model, task, cfg)
+    res = json.loads(final.read_text())
+    row.update(params=res["params"], valid_accuracy=res["valid_accuracy"], valid_loss=res["valid_loss"],
+               time_s=res["time_s"], curve=_curve(run_dir))
+    return row
+
+
+def _run_jobs(fn, jobs: list[dict], n_procs: int) -> list[dict]:
+    if n_procs <= 1 or len(jobs) <= 1:
+        return [fn(j) for j in jobs]
+    with mp.get_context("spawn").Pool(n_procs) as pool:
+        return pool.map(fn, jobs, chunksize=1)
+
+
+def _plot_ar(out: Path, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = sorted({(r["vocab"], r["length"]) for r in rows})
+    fig, axes = plt.subplots(1, len(cells), figsize=(4 * len(cells), 3.4), squeeze=False)
+    colors = {"orchid": "C0", "long_conv": "C1", "attention": "C2"}
+    for ax, (V, T) in zip(axes[0], cells):
+        for r in rows:
+            if (r["vocab"], r["length"]) != (V, T) or not r["curve"]:
+                continue
+            s, a = zip(*r["curve"])
+            first = r["seed"] == min(q["seed"] for q in rows if q["model"] == r["model"])
+            size = f"{r['params'] / 1e3:.0f}k" if r["params"] else "unfinished"
+            ax.plot(s, a, color=colors.get(r["model"], "k"), alpha=0.8, label=f"{r['model']} ({size})" if first else None)
+        chance = next(r["chance"] for r in rows if (r["vocab"], r["length"]) == (V, T))
+        ax.axhline(chance, color="gray", ls=":", lw=1)
+        ax.set(title=f"V={V}, T={T}", xlabel="step", ylim=(0, 1.02))
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("held-out recall accuracy")
+    fig.tight_layout()
+    fig.savefig(out / "ar_curves.png", dpi=120)
+    plt.close(fig)
+
+
+@register_experiment("orchid-ar", "Associative recall grid: Orchid vs static long conv vs attention (spec/orchid.md §8)")
+def orchid_ar(out_dir: Path, vocab_sizes="20", lengths="64", models="orchid,long_conv,attention", seeds="0",
+              steps: int = 3000, batch_size: int = 32, lr: float = 2e-3, eval_every: int = 250,
+              eval_samples: int = 1000, d_model: int = 64, n_layers: int = 2, procs: int = 1, threads: int = 1,
+              collect_only: bool = False, **_: Any) -> dict[str, Any]:
+    """``collect_only=True`` trains nothing: it tabulates the finished runs and the curves of unfinished ones."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    options = dict(vocab_sizes=_ints(vocab_sizes), lengths=_ints(lengths), models=_strs(models), seeds=_ints(seeds),
+                   steps=int(steps), batch_size=int(batch_size), lr=float(lr), eval_every=int(eval_every),
+                   eval_samples=int(eval_samples), d_model=int(d_model), n_layers=int(n_layers))
+    (out / "config.json").write_text(json.dumps({"experiment": "orchid-ar", **options}, indent=2) + "\n")
+    jobs = [dict(model=m, vocab=V, length=T, seed=s, steps=options["steps"], batch_size=options["batch_size"],
+                 lr=options["lr"], eval_every=options["eval_every"], eval_samples=options["eval_samples"],
+                 d_model=options["d_model"], n_layers=options["n_layers"], threads=int(threads),
+                 run_dir=str(out / "runs" / f"{m}_V{V}_T{T}_s{s}"),
+                 collect_only=str(collect_only).lower() in ("1", "true", "yes"))
+            for V in options["vocab_sizes"] for T in options["lengths"] for s in options["seeds"]
+            for m in options["models"]]
+    rows = _run_jobs(_ar_run, jobs, int(procs))
+    _write_table(out, rows)
+    _plot_ar(out, rows)
+    summary = {f"{r['model']}_V{r['vocab']}_T{r['length']}_s{r['seed']}": r["valid_accuracy"] for r in rows}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+# ---------------------------------------------------------------------------- images
+def _vision_config(mixer: str, task, patch: int, d_model: int, n_layers: int, mlp_hidden: int | None = None):
+    from ..models.presets.orchid import orchid_vit_config
+
+    return orchid_vit_config(mixer, d_model=d_model, n_layers=n_layers, image_size=task.image_size, patch_size=patch,
+                             channels=task.channels, max_value=float(task.max_value), mlp_hidden=mlp_hidden,
+                             **({"param_groups": False} if mixer in ("orchid", "long_conv") else {}))
+
+
+def matched_mlp_hidden(mixer: str, target: int, task, patch: int, d_model: int, n_layers: int) -> int | None:
+    """The MLP width (a multiple of 4 blocks) that brings ``mixer``'s model closest to ``target`` parameters."""
+    from ..models.vision import VisionClassifier
+
+    def count(h):
+        return VisionClassifier(_vision_config(mixer, task, patch, d_model, n_layers, h)).num_parameters()
+
+    base = 4 * d_model
+    per = (count(base + 4) - count(base)) / 4  # parameters per unit of MLP width
+    h = int(round((base + (target - count(base)) / per) / 4)) * 4
+    return max(4, h)
+
+
+def _image_run(job: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    from ..models.vision import VisionClassifier
+    from ..tasks import build_task
+    from ..train import TrainConfig, train
+
+    torch.set_num_threads(job["threads"])
+    run_dir = Path(job["run_dir"])
+    final = run_dir / "final.json"
+    task = build_task(job["task"])
+    row = {k: job[k] for k in ("model", "task", "patch", "seed", "steps", "mlp_hidden")}
+    if not final.exists():
+        torch.manual_seed(job["seed"])
+        model = VisionClassifier(_vision_config(job["model"], task, job["patch"], job["d_model"], job["n_layers"],
+                                                job["mlp_hidden"]))
+        cfg = TrainConfig(steps=job["steps"], batch_size=job["batch_size"], lr=job["lr"], weight_decay=0.05,
+                          warmup_steps=max(1, job["steps"] // 10), min_lr_ratio=0.0, grad_clip=1.0,
+                          eval_every=job["eval_every"], eval_samples=task.split_size("valid"), out_dir=str(run_dir),
+                          seed=job["seed"], device="cpu", precision="fp32", progress=False, resume=False)
+        train(model, task, cfg)
+    res = json.loads(final.read_text())
+    row.update(params=res["params"], valid_accuracy=res["valid_accuracy"], valid_loss=res["valid_loss"],
+               time_s=res["time_s"], curve=_curve(run_dir))
+    return row
+
+
+@register_experiment("orchid-images", "8x8 digits (or Fashion-MNIST) ViT: Orchid vs static long conv vs attention")
+def orchid_images(out_dir: Path, task: str = "digits", models="orchid,long_conv,attention", seeds="0,1,2",
+                  patch: int = 2, steps: int = 600, batch_size: int = 64, lr: float = 2e-3, eval_every: int = 100,
+                  d_model: int = 64, n_layers: int = 4, procs: int = 1, threads: int = 1, **_: Any) -> dict[str, Any]:
+    from ..tasks import build_task
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    models, seeds = _strs(models), _ints(seeds)
+    patch, d_model, n_layers = int(patch), int(d_model), int(n_layers)
+    t = build_task(task)
+    from ..models.vision import VisionClassifier
+
+    target = VisionClassifier(_vision_config("orchid", t, patch, d_model, n_layers)).num_parameters()
+    hidden = {m: (None if m == "orchid" else matched_mlp_hidden(m, target, t, patch, d_model, n_layers)) for m in models}
+    options = dict(task=task, models=models, seeds=seeds, patch=patch, steps=int(steps), batch_size=int(batch_size),
+                   lr=float(lr), eval_every=int(eval_every), d_model=d_model, n_layers=n_layers, mlp_hidden=hidden)
+    (out / "config.json").write_text(json.dumps({"experiment": "orchid-images", **options}, indent=2) + "\n")
+    jobs = [dict(model=m, task=task, patch=patch, seed=s, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
+                 eval_every=int(eval_every), d_model=d_model, n_layers=n_layers, mlp_hidden=hidden[m],
+                 threads=int(threads), run_dir=str(out / "runs" / f"{m}_{task}_p{patch}_s{s}"))
+            for s in seeds for m in models]
+    rows = _run_jobs(_image_run, jobs, int(procs))
+    _write_table(out, rows)
+    summary: dict[str, Any] = {}
+    for m in models:
+        accs = [r["valid_accuracy"] for r in rows if r["model"] == m]
+        summary[m] = {"mean_accuracy": sum(accs) / len(accs), "accuracies": accs,
+                      "params": next(r["params"] for r in rows if r["model"] == m)}
+    if "orchid" in summary and "long_conv" in summary:
+        summary["orchid_minus_static"] = summary["orchid"]["mean_accuracy"] - summary["long_conv"]["mean_accuracy"]
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    _plot_images(out, rows)
+    return summary
+
+
+def _plot_images(out: Path, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    colors = {"orchid": "C0", "long_conv": "C1", "attention": "C2"}
+    seen = set()
+    for r in rows:
+        if r["curve"]:
+            s, a = zip(*r["curve"])
+            ax.plot(s, a, color=colors.get(r["model"], "k"), alpha=0.8,
+                    label=None if r["model"] in seen else f"{r['model']} ({r['params'] / 1e3:.0f}k)")
+            seen.add(r["model"])
+    ax.set(xlabel="step", ylabel="test accuracy", title=f"{rows[0]['task']}, patch {rows[0]['patch']}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "image_curves.png", dpi=120)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------- benchmark
+_BENCH_CHILD = r"""
+import json, resource, sys, time, torch
+torch.set_num_threads({threads})
+from seqzoo.mixers import build_mixer
+name, T, D, B, reps, backward = {name!r}, {T}, {D}, {B}, {reps}, {backward}
+kw = {{"l_max": T, "filter_width": 64}} if name in ("orchid", "long_conv") else {{"n_heads": 4, "causal": False}}
+torch.manual_seed(0)
+m = build_mixer(name, d_model=D, **kw)
+x = torch.randn(B, T, D, requires_grad=backward)
+def step():
+    y, _ = m(x)
+    if backward:
+        y.square().mean().backward()
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+step()  # warm-up
+times = []
+for _ in range(reps):
+    t0 = time.process_time(); step(); times.append(time.process_time() - t0)  # CPU time: robust to a shared machine
+rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"cpu_s": sorted(times)[len(times) // 2], "peak_rss_delta_mb": (rss1 - rss0) / 1024}}))
+"""
+
+
+def _bench_one(name: str, T: int, D: int, B: int, reps: int, backward: bool, threads: int, timeout: float) -> dict:
+    import subprocess
+    import sys
+
+    code = _BENCH_CHILD.format(name=name, T=T, D=D, B=B, reps=reps, backward=backward, threads=threads)
+    t0 = time.time()
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timeout>{timeout:.0f}s"}
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["?"])[-1]
+        return {"status": "oom" if "memory" in last.lower() or p.returncode in (-9, 137) else f"error: {last[:120]}"}
+    return {"status": "ok", "wall_s": round(time.time() - t0, 1), **json.loads(p.stdout.strip().splitlines()[-1])}
+
+
+@register_experiment("orchid-bench", "Time and peak memory vs length: Orchid (FFT) vs attention, forward+backward on CPU")
+def orchid_bench(out_dir: Path, mixers="orchid,attention", lengths="1024,2048,4096,8192,16384,32768,65536",
+                 d_model: int = 64, batch: int = 1, reps: int = 3, backward: bool = True, threads: int = 1,
+                 timeout: float = 120.0, **_: Any) -> dict[str, Any]:
+    """Each measurement runs in a fresh process (peak RSS growth over the process baseline); a mixer is not
+    tried at longer lengths once it timed out or ran out of memory."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    backward = str(backward).lower() not in ("0", "false", "no")
+    options = dict(mixers=_strs(mixers), lengths=_ints(lengths), d_model=int(d_model), batch=int(batch),
+                   reps=int(reps), backward=backward, threads=int(threads), timeout=float(timeout))
+    (out / "config.json").write_text(json.dumps({"experiment": "orchid-bench", **options}, indent=2) + "\n")
+    rows = []
+    for name in options["mixers"]:
+        failed = None
+        for T in options["lengths"]:
+            res = {"status": f"skipped (failed at a shorter length: {failed})"} if failed else _bench_one(
+                name, T, options["d_model"], options["batch"], options["reps"], backward, options["threads"],
+                options["timeout"])
+            rows.append({"mixer": name, "length": T, **res})
+            print(json.dumps(rows[-1]), flush=True)
+            if res["status"] != "ok" and not failed:
+                failed = res["status"]
+    base = {r["length"]: r for r in rows if r["mixer"] == "attention" and r["status"] == "ok"}
+    for r in rows:
+        if r["status"] == "ok" and r["length"] in base and r["mixer"] != "attention":
+            r["cpu_ratio_vs_attention"] = r["cpu_s"] / base[r["length"]]["cpu_s"]
+            r["mem_ratio_vs_attention"] = r["peak_rss_delta_mb"] / max(base[r["length"]]["peak_rss_delta_mb"], 1e-9)
+    _write_table(out, rows)
+    _plot_bench(out, rows)
+    return {"rows": rows}
+
+
+def _plot_bench(out: Path, rows: list[dict]) -> None:
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for name in dict.fromkeys(r["mixer"] for r in rows):
+        ok = [r for r in rows if r["mixer"] == name and r["status"] == "ok"]
+        if not ok:
+            continue
+        L = [r["length"] for r in ok]
+        axes[0].loglog(L, [r["cpu_s"] for r in ok], "o-", label=name)
+        axes[1].loglog(L, [max(r["peak_rss_delta_mb"], 1e-1) for r in ok], "o-", label=name)
+    ok = [r for r in rows if r["mixer"] == "orchid" and r["status"] == "ok"]
+    if ok:  # reference slopes through Orchid's first point
+        L0, t0 = ok[0]["length"], ok[0]["cpu_s"]
+        L = [r["length"] for r in ok]
+        axes[0].loglog(L, [t0 * (l * math.log(l)) / (L0 * math.log(L0)) for l in L], "k:", lw=1, label="~ L log L")
+        axes[0].loglog(L, [t0 * (l / L0) ** 2 for l in L], "k--", lw=1, label="~ L^2")
+    axes[0].set(xlabel="length", ylabel="fwd+bwd CPU time (s, 1 thread)")
+    axes[1].set(xlabel="length", ylabel="peak RSS growth (MB)")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "bench.png", dpi=120)
+    plt.close(fig)

@@ -1,0 +1,89 @@
+"""Per-channel long convolution of real sequences, by FFT or by the direct sum (the reference).
+
+    y = fftconv(x, h, padding="circular" | "linear", impl="auto" | "fft" | "direct")
+    y = spectral_conv(x, H, n, impl=...)     # multiply by a given spectrum H (n//2+1 bins)
+
+``x (B, C, T)`` real, channels first; ``h (C, T)`` (one kernel per channel) or ``(B, C, T)`` (a kernel per
+sample, as Orchid's data-dependent kernel). ``padding="circular"`` is the length-T periodic convolution,
+``"linear"`` the zero-padded (FFT size 2T) one. Input is validated here, before any FFT.
+See README.md for the conventions and their derivation.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import fft as _fft
+from . import naive as _naive
+from .fft import rfft
+from .naive import direct_conv, dft_matrix, irfft_naive, rfft_naive, spectral_conv_naive
+
+PADDINGS = ("circular", "linear")
+IMPLS = ("auto", "fft", "direct")
+
+__all__ = ["IMPLS", "PADDINGS", "dft_matrix", "direct_conv", "fftconv", "irfft_naive", "rfft", "rfft_naive",
+           "spectral_conv", "spectral_conv_naive", "fft_size"]
+
+
+def fft_size(T: int, padding: str) -> int:
+    """FFT size for a length-T signal: T (circular) or 2T (linear)."""
+    _check_choice("padding", padding, PADDINGS)
+    return T if padding == "circular" else 2 * T
+
+
+def _check_choice(name: str, value, choices) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+
+
+def _check_signal(x) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor of shape (B, C, T), got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a real floating-point tensor of shape (B, C, T), got dtype {x.dtype}")
+    if x.dim() != 3:
+        raise ValueError(f"x must have shape (B, C, T), got {tuple(x.shape)}")
+    if x.shape[-1] == 0:
+        raise ValueError(f"x must have at least one time step, got shape {tuple(x.shape)}")
+
+
+def fftconv(x: torch.Tensor, h: torch.Tensor, padding: str = "circular", impl: str = "auto") -> torch.Tensor:
+    """Per-channel convolution of ``x (B, C, T)`` with ``h (C, T)`` or ``(B, C, T)``; returns ``(B, C, T)``."""
+    _check_signal(x)
+    _check_choice("padding", padding, PADDINGS)
+    _check_choice("impl", impl, IMPLS)
+    if not isinstance(h, torch.Tensor) or not h.is_floating_point():
+        raise TypeError(f"h must be a real floating-point tensor of shape (C, T) or (B, C, T), got "
+                        f"{getattr(h, 'dtype', type(h).__name__)}")
+    B, C, T = x.shape
+    if h.dim() not in (2, 3):
+        raise ValueError(f"h must have shape (C={C}, T={T}) or (B={B}, C={C}, T={T}), got {tuple(h.shape)}")
+    if h.shape[-1] != T:
+        raise ValueError(f"kernel length mismatch: h has {h.shape[-1]} taps but x has T = {T} steps "
+                         f"(zero-pad the kernel to T)")
+    if h.shape[-2] != C or (h.dim() == 3 and h.shape[0] != B):
+        raise ValueError(f"h must have shape (C={C}, T={T}) or (B={B}, C={C}, T={T}), got {tuple(h.shape)}")
+    if impl == "direct":
+        return _naive.direct_conv(x, h, padding)
+    return _fft.fft_conv(x, h, padding)
+
+
+def spectral_conv(x: torch.Tensor, H: torch.Tensor, n: int, impl: str = "auto") -> torch.Tensor:
+    """``irfft(rfft(x, n) * H, n)[..., :T]`` with ``H (C, n//2+1)`` or ``(B, C, n//2+1)`` complex.
+
+    ``n = T`` is the circular convolution with the n-periodic kernel ``irfft(H, n)``; ``n = 2T`` is the
+    wrap-free (two-sided) linear one. Other n are refused.
+    """
+    _check_signal(x)
+    _check_choice("impl", impl, IMPLS)
+    B, C, T = x.shape
+    if n not in (T, 2 * T):
+        raise ValueError(f"n (FFT size) must be T = {T} (circular) or 2T = {2 * T} (linear), got {n!r}")
+    if not isinstance(H, torch.Tensor) or not H.is_complex():
+        raise TypeError(f"H must be a complex spectrum tensor, got {getattr(H, 'dtype', type(H).__name__)}")
+    F = n // 2 + 1
+    if H.dim() not in (2, 3) or H.shape[-2:] != (C, F) or (H.dim() == 3 and H.shape[0] != B):
+        raise ValueError(f"H must have shape (C={C}, F={F}) or (B={B}, C={C}, F={F}) for n = {n}, got {tuple(H.shape)}")
+    if impl == "direct":
+        return _naive.spectral_conv_naive(x, H, n).to(x.dtype)
+    return _fft.spectral_conv(x, H, n)

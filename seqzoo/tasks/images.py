@@ -1,0 +1,120 @@
+"""Small offline image classification: scikit-learn's 8x8 digits, Debian's Fashion-MNIST (spec/orchid.md §6).
+
+Images are returned as integer gray levels flattened in raster order, ``inputs (N, H*W)`` LongTensor
+(digits: 0..16, Fashion-MNIST: 0..255), with ``targets (N,)`` class ids (``kind = "cls"``);
+``seqzoo.models.vision.VisionClassifier`` turns them into patches. Both sources are optional and imported
+or read lazily: ``digits`` needs ``pip install scikit-learn`` (the CSV ships in the wheel), ``fashion-mnist``
+the Debian package ``dataset-fashion-mnist`` (or ``path=`` to a folder with the four IDX gzip files).
+
+Splits: digits is split once, stratified 80/20 with split seed 0 (``split="train"`` / ``"valid"``/``"test"``
+= the 20 %); Fashion-MNIST uses its own 60k/10k split, with the last 5k training images as ``valid``.
+``build(n, seed, split)`` returns n rows drawn (with a seeded permutation, cycling if n exceeds the split).
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from .base import Task, register_task, split_seed
+
+FASHION_DIRS = ("/usr/share/dataset-fashion-mnist", "/usr/share/fashion-mnist", "/usr/share/datasets/fashion-mnist")
+
+
+@lru_cache(maxsize=1)
+def load_digits_split() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    try:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError as e:  # optional dependency
+        raise ImportError("the 'digits' task needs scikit-learn: pip install scikit-learn") from e
+    d = load_digits()
+    x = torch.as_tensor(d.data, dtype=torch.long)  # (1797, 64) gray levels 0..16
+    y = torch.as_tensor(d.target, dtype=torch.long)
+    idx_tr, idx_te = train_test_split(torch.arange(len(y)).numpy(), test_size=0.2, stratify=d.target, random_state=0)
+    tr, te = torch.as_tensor(idx_tr), torch.as_tensor(idx_te)
+    return {"train": (x[tr], y[tr]), "valid": (x[te], y[te]), "test": (x[te], y[te])}
+
+
+def _read_idx(path: Path) -> torch.Tensor:
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    zero, dtype, ndim = struct.unpack(">HBB", data[:4])
+    if zero != 0 or dtype != 0x08:
+        raise ValueError(f"{path} is not an unsigned-byte IDX file")
+    shape = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+    return torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8).reshape(shape).long()
+
+
+def find_fashion_mnist(path: str | Path | None = None) -> Path:
+    cands = [Path(path)] if path else [Path(p) for p in FASHION_DIRS]
+    for c in cands:
+        if c.is_dir() and list(c.rglob("train-images-idx3-ubyte.gz")):
+            return next(c.rglob("train-images-idx3-ubyte.gz")).parent
+    raise FileNotFoundError(f"Fashion-MNIST IDX files not found in {[str(c) for c in cands]}; "
+                            "apt-get install dataset-fashion-mnist, or pass path=")
+
+
+class _ImageTask(Task):
+    kind = "cls"
+    n_classes = 10
+
+    def _splits(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        raise NotImplementedError
+
+    def split_size(self, split: str) -> int:
+        return self._splits()[split][0].shape[0]
+
+    def build(self, n: int, seed: int, split: str = "train"):
+        x, y = self._splits()[split]
+        g = torch.Generator().manual_seed(split_seed(seed, split))
+        reps = -(-n // x.shape[0])
+        idx = torch.cat([torch.randperm(x.shape[0], generator=g) for _ in range(reps)])[:n]
+        return x[idx], y[idx]
+
+
+@register_task("digits")
+class Digits(_ImageTask):
+    """8x8 digits (1,797 images, 10 classes, gray levels 0..16); 64 pixel tokens in raster order."""
+
+    image_size, channels, max_value = 8, 1, 16
+
+    def __init__(self, train_size: int | None = None):
+        self.vocab_size, self.seq_len = 17, 64
+        self.train_size = train_size
+
+    def config(self):
+        return {"train_size": self.train_size}
+
+    def _splits(self):
+        return load_digits_split()
+
+
+@register_task("fashion-mnist")
+class FashionMNIST(_ImageTask):
+    """28x28 Fashion-MNIST (60k train / 10k test, 10 classes, gray levels 0..255), 784 pixels in raster order."""
+
+    image_size, channels, max_value = 28, 1, 255
+
+    def __init__(self, path: str | None = None, train_size: int | None = None):
+        self.path, self.train_size = path, train_size
+        self.vocab_size, self.seq_len = 256, 784
+        self._cache = None
+
+    def config(self):
+        return {"path": self.path, "train_size": self.train_size}
+
+    def _splits(self):
+        if self._cache is None:
+            d = find_fashion_mnist(self.path)
+            xtr = _read_idx(d / "train-images-idx3-ubyte.gz").reshape(-1, 784)
+            ytr = _read_idx(d / "train-labels-idx1-ubyte.gz")
+            xte = _read_idx(d / "t10k-images-idx3-ubyte.gz").reshape(-1, 784)
+            yte = _read_idx(d / "t10k-labels-idx1-ubyte.gz")
+            self._cache = {"train": (xtr[:55000], ytr[:55000]), "valid": (xtr[55000:], ytr[55000:]),
+                           "test": (xte, yte)}
+        return self._cache

@@ -1,0 +1,129 @@
+"""ops/fftconv: FFT paths against the direct O(T^2) sums and explicit DFT matrices (spec/orchid.md §2, §9)."""
+
+import pytest
+import torch
+
+from seqzoo.ops.fftconv import (direct_conv, fftconv, irfft_naive, rfft_naive, spectral_conv)
+
+LENGTHS = (1, 2, 7, 16, 33, 128)
+
+
+def rel(a, b):
+    return float((a - b).abs().max() / b.abs().max().clamp(min=1e-300))
+
+
+def loop_conv(x, h, padding):
+    """The definitions of §2 written as Python loops (tiny T only)."""
+    B, C, T = x.shape
+    y = torch.zeros_like(x)
+    for t in range(T):
+        for l in range(T):
+            lag = t - l
+            if padding == "circular":
+                y[..., t] += h[..., lag % T] * x[..., l]
+            elif lag >= 0:
+                y[..., t] += h[..., lag] * x[..., l]
+    return y
+
+
+@pytest.mark.parametrize("padding", ["circular", "linear"])
+def test_direct_conv_is_the_definition(padding):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 6, generator=g, dtype=torch.float64)
+    h = torch.randn(3, 6, generator=g, dtype=torch.float64)
+    assert rel(direct_conv(x, h, padding), loop_conv(x, h, padding)) <= 1e-13
+
+
+@pytest.mark.parametrize("T", LENGTHS)
+@pytest.mark.parametrize("padding", ["circular", "linear"])
+@pytest.mark.parametrize("per_sample", [False, True])
+def test_fft_equals_direct_fp64(T, padding, per_sample):
+    g = torch.Generator().manual_seed(T)
+    x = torch.randn(2, 3, T, generator=g, dtype=torch.float64)
+    h = torch.randn(*((2,) if per_sample else ()), 3, T, generator=g, dtype=torch.float64)
+    assert rel(fftconv(x, h, padding, impl="fft"), fftconv(x, h, padding, impl="direct")) <= 1e-10
+
+
+@pytest.mark.parametrize("T", LENGTHS)
+def test_dft_matrices_match_torch_fft(T):
+    x = torch.randn(2, 3, T, dtype=torch.float64)
+    for n in (T, 2 * T):
+        X = torch.fft.rfft(x, n=n)
+        assert rel(rfft_naive(x, n), X) <= 1e-12
+        assert rel(irfft_naive(X, n), torch.fft.irfft(X, n=n)) <= 1e-12
+
+
+@pytest.mark.parametrize("T", (1, 7, 16))
+@pytest.mark.parametrize("linear", [False, True])
+def test_spectral_conv_fft_equals_direct(T, linear):
+    n = 2 * T if linear else T
+    x = torch.randn(2, 3, T, dtype=torch.float64)
+    H = torch.randn(2, 3, n // 2 + 1, dtype=torch.complex128)
+    assert rel(spectral_conv(x, H, n, impl="fft"), spectral_conv(x, H, n, impl="direct")) <= 1e-10
+
+
+def test_circular_conv_is_shift_equivariant():
+    x, h = torch.randn(1, 2, 11, dtype=torch.float64), torch.randn(2, 11, dtype=torch.float64)
+    for m in (1, 4, 10):
+        y_shift = fftconv(torch.roll(x, -m, -1), h)
+        assert rel(y_shift, torch.roll(fftconv(x, h), -m, -1)) <= 1e-12
+
+
+def test_linear_conv_has_no_wraparound():
+    T = 9
+    x = torch.zeros(1, 1, T, dtype=torch.float64)
+    x[..., -1] = 1.0  # an impulse at the last step
+    h = torch.randn(1, T, dtype=torch.float64)
+    y = fftconv(x, h, "linear")
+    assert float(y[..., :-1].abs().max()) <= 1e-12  # nothing reaches earlier outputs
+    assert abs(float(y[0, 0, -1] - h[0, 0])) <= 1e-12
+
+
+@pytest.mark.parametrize("padding", ["circular", "linear"])
+def test_gradients_fft_equal_direct_fp64(padding):
+    x = torch.randn(2, 3, 10, dtype=torch.float64, requires_grad=True)
+    h = torch.randn(2, 3, 10, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(2, 3, 10, dtype=torch.float64)
+    grads = []
+    for impl in ("fft", "direct"):
+        gx, gh = torch.autograd.grad((fftconv(x, h, padding, impl) * w).sum(), (x, h))
+        grads.append((gx, gh))
+    for a, b in zip(*grads):
+        assert rel(a, b) <= 1e-10
+    assert torch.autograd.gradcheck(lambda a, b: fftconv(a, b, padding), (x, h))
+
+
+def test_half_precision_is_upcast_and_cast_back():
+    x, h = torch.randn(2, 4, 100), torch.randn(4, 100)
+    y = fftconv(x.bfloat16(), h.bfloat16())
+    assert y.dtype == torch.bfloat16
+    ref = fftconv(x.bfloat16().float(), h.bfloat16().float())
+    assert rel(y.float(), ref) <= 3e-2
+
+
+def test_bad_input_is_refused_clearly():
+    x, h = torch.randn(2, 3, 8), torch.randn(3, 8)
+    with pytest.raises(ValueError, match="kernel length mismatch"):
+        fftconv(x, torch.randn(3, 7))
+    with pytest.raises(ValueError, match="padding"):
+        fftconv(x, h, padding="reflect")
+    with pytest.raises(ValueError, match="impl"):
+        fftconv(x, h, impl="cuda")
+    with pytest.raises(ValueError, match=r"\(B, C, T\)"):
+        fftconv(x[0], h)
+    with pytest.raises(ValueError, match="C=3"):
+        fftconv(x, torch.randn(4, 8))
+    with pytest.raises(ValueError, match="B=2"):
+        fftconv(x, torch.randn(5, 3, 8))
+    with pytest.raises(TypeError, match="floating"):
+        fftconv(x.long(), h)
+    with pytest.raises(TypeError, match="floating"):
+        fftconv(x.to(torch.complex64), h)
+    with pytest.raises(ValueError, match="at least one"):
+        fftconv(torch.randn(2, 3, 0), torch.randn(3, 0))
+    with pytest.raises(ValueError, match="FFT size"):
+        spectral_conv(x, torch.randn(3, 7, dtype=torch.complex64), 12)
+    with pytest.raises(ValueError, match="F=5"):
+        spectral_conv(x, torch.randn(3, 6, dtype=torch.complex64), 8)
+    with pytest.raises(TypeError, match="complex"):
+        spectral_conv(x, torch.randn(3, 5), 8)

@@ -1,0 +1,110 @@
+"""Orchid models, blocks, tasks and presets: block-diagonal MLP, M2 layer, ViT classifier, recall and image tasks."""
+
+import pytest
+import torch
+
+import seqzoo
+from seqzoo.blocks.orchid import BlockDiagonalLinear
+from seqzoo.models.presets.orchid import orchid_ar_config, orchid_bert_config
+from seqzoo.tasks import IGNORE_INDEX, build_task
+
+
+def test_block_diagonal_linear_equals_dense_block_matrix():
+    torch.manual_seed(0)
+    lin = BlockDiagonalLinear(8, 12, nb=4).double()
+    dense = torch.block_diag(*lin.weight)  # (12, 8)
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    torch.testing.assert_close(lin(x), x @ dense.T + lin.bias)
+    with pytest.raises(ValueError, match="nb"):
+        BlockDiagonalLinear(8, 10, nb=4)
+    with pytest.raises(ValueError, match="in_features=8"):
+        lin(torch.randn(2, 7, dtype=torch.float64))
+
+
+def test_orchid_bert_tiny_mlm_and_cls():
+    model = seqzoo.build_model("orchid-bert-tiny")
+    ids = torch.randint(0, 256, (2, 37))
+    out = model(ids, labels=ids)
+    assert out.logits.shape == (2, 37, 256) and torch.isfinite(out.loss)
+    out.loss.backward()
+    cls = model(ids, labels=torch.tensor([0, 1]), head="cls")
+    assert cls.logits.shape == (2, 2)
+    assert type(model.blocks[0]).__name__ == "M2Block"
+
+
+@pytest.mark.parametrize("name,published", [("orchid-bert-base", 77e6), ("orchid-bert-large", 254e6)])
+def test_bert_parameter_counts(name, published):
+    with torch.device("meta"):  # shapes only: no memory, no init cost
+        n = seqzoo.build_model(name).num_parameters()
+    assert abs(n - published) / published <= 0.02, n
+
+
+def test_vision_classifier_patches_and_roundtrip(tmp_path):
+    model = seqzoo.build_model("orchid-vit-digits", n_layers=1, d_model=32,
+                               mixer_kwargs={"orchid": {"l_max": 16, "filter_width": 16}},
+                               extra={"mlp_nblocks": 4, "image_size": 8, "patch_size": 2, "channels": 1,
+                                      "max_value": 16.0})
+    pix = torch.randint(0, 17, (3, 64))
+    patches = model.patchify(pix)
+    assert patches.shape == (3, 16, 4)
+    img = pix.reshape(3, 8, 8)
+    assert torch.equal(patches[:, 1], img[:, 0:2, 2:4].reshape(3, 4).float() / 16)  # raster order, 2nd patch
+    out = model(pix, labels=torch.tensor([0, 3, 9]))
+    assert out.logits.shape == (3, 10) and torch.isfinite(out.loss)
+    model.save_pretrained(tmp_path)
+    again = seqzoo.models.SeqzooModel.from_pretrained(tmp_path)
+    torch.testing.assert_close(again(pix).logits, model(pix).logits)
+    with pytest.raises(ValueError, match="pixels"):
+        model(torch.randint(0, 17, (3, 63)))
+
+
+def test_associative_recall_task():
+    task = build_task("associative_recall", vocab_size=20, seq_len=16)
+    x, y = task.build(50, seed=0)
+    assert x.shape == y.shape == (50, 18)
+    assert (y[:, :-1] == IGNORE_INDEX).all()
+    assert (x[:, -2] == task.query_token).all()
+    keys, vals = x[:, 0:16:2], x[:, 1:16:2]
+    assert (keys < task.n_keys).all() and (vals >= task.n_keys).all() and (vals < task.vocab_size - 2).all()
+    for i in range(50):  # the answer is the value paired with the query key in the context
+        hit = keys[i] == x[i, -1]
+        assert hit.any() and (vals[i][hit] == y[i, -1]).all()
+    x2, _ = task.build(50, seed=0)
+    assert torch.equal(x, x2) and not torch.equal(task.build(50, seed=0, split="valid")[0], x)
+    with pytest.raises(ValueError, match="even"):
+        build_task("associative_recall", vocab_size=20, seq_len=15)
+    with pytest.raises(ValueError, match="vocab_size"):
+        build_task("associative_recall", vocab_size=4, seq_len=16)
+
+
+def test_ar_models_are_equal_size():
+    n = {m: seqzoo.Encoder(orchid_ar_config(m, 30, 130)).num_parameters() for m in ("orchid", "long_conv")}
+    assert abs(n["orchid"] - n["long_conv"]) / n["orchid"] <= 0.02
+
+
+def test_digits_task():
+    pytest.importorskip("sklearn")
+    task = build_task("digits")
+    x, y = task.build(40, seed=0)
+    assert x.shape == (40, 64) and y.shape == (40,) and x.dtype == torch.long
+    assert int(x.max()) <= 16 and int(x.min()) >= 0 and int(y.max()) <= 9
+    assert task.split_size("train") == 1437 and task.split_size("valid") == 360
+
+
+def test_fashion_mnist_task_if_installed():
+    task = build_task("fashion-mnist")
+    try:
+        x, y = task.build(8, seed=0, split="test")
+    except FileNotFoundError:
+        pytest.skip("dataset-fashion-mnist is not installed")
+    assert x.shape == (8, 784) and int(x.max()) <= 255
+
+
+def test_orchid_encoder_runs_and_lm_refuses_generation():
+    """Orchid is non-causal: an encoder uses it; a LanguageModel over it cannot generate."""
+    assert seqzoo.MIXERS["orchid"].causal is False
+    enc = seqzoo.Encoder(orchid_bert_config(32, n_layers=1, filter_width=8, seq_len=16, vocab_size=50))
+    assert enc(torch.randint(0, 50, (1, 16))).logits.shape == (1, 16, 50)
+    lm = seqzoo.LanguageModel(orchid_ar_config("orchid", 50, 16, d_model=16, n_layers=1))
+    with pytest.raises(ValueError, match="causal"):
+        lm.generate(torch.randint(0, 50, (1, 4)), max_new_tokens=2)
