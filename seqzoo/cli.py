@@ -285,11 +285,11 @@ def make_parser() -> argparse.ArgumentParser:
                        description="Train every listed mixer (default: all causal mixers) on the same task with the "
                        "same model shape and budget. Writes results.csv/json/md and zoo.png to --out.")
     s.add_argument("--mixers", help="comma-separated mixer names (default: every causal mixer)")
-    s.add_argument("--task", help="task name (default: mqar with vocab 64, 4 pairs, length 64)")
+    s.add_argument("--task", help="task name (default: mqar with vocab 16, 4 pairs, length 64)")
     s.add_argument("--task-arg", action="append", metavar="K=V")
     s.add_argument("--d-model", type=int, default=64)
     s.add_argument("--n-layers", type=int, default=2)
-    s.add_argument("--steps", type=int, default=400)
+    s.add_argument("--steps", type=int, default=300)
     s.add_argument("--batch-size", type=int, default=64)
     s.add_argument("--lr", type=float, default=3e-3)
     s.add_argument("--seed", type=int, default=0)

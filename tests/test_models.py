@@ -175,3 +175,16 @@ def test_paper_presets_build_on_meta_device():
         with torch.device("meta"):
             model = seqzoo.build_model(name)
         assert 120e6 < model.num_parameters() < 170e6
+
+
+def test_mode_reaches_only_the_layers_that_have_it():
+    m = tiny(pattern=("attention", "local_attention"))
+    x = ids()
+    ref = m(x).logits
+    torch.testing.assert_close(m(x, mode="blocked").logits, ref, atol=1e-5, rtol=1e-5)  # local layers only
+    torch.testing.assert_close(m(x, mode={"attention": "naive", "local_attention": "naive"}).logits, ref,
+                               atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="no layer has mode"):
+        m(x, mode="chunkwise")
+    with pytest.raises(ValueError, match="does not use"):
+        m(x, mode={"rglru": "scan"})

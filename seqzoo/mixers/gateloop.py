@@ -186,7 +186,12 @@ class GateLoop(Mixer):
         log_mag, theta = self.gates(x)
         log_mag = rearrange(log_mag, "b t (h k) -> b t h k", h=H)
         theta = None if theta is None else rearrange(theta, "b t (h k) -> b t h k", h=H)
-        y, new_state = gateloop_op(q, k, v, log_mag, theta, state, impl=self._impl(mode), chunk_size=self.chunk_size)
+        impl = self._impl(mode)
+        if impl == "chunkwise" and x.is_cuda and x.dtype != torch.float64:
+            from ..kernels import usable_on
+
+            impl = "triton" if usable_on(x.device) else impl
+        y, new_state = gateloop_op(q, k, v, log_mag, theta, state, impl=impl, chunk_size=self.chunk_size)
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)  # (B, T, d_v)
         if self.out_proj is not None:
             y = self.out_proj(y)

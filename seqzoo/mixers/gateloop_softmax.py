@@ -61,6 +61,10 @@ def softmax_gateloop_attention(q, k, v, log_mag, phase, cache: GateLoopSoftmaxCa
 class GateLoopSoftmax(GateLoop):
     modes = ("attention",)
     test_kwargs = {"n_heads": 4}
+    zoo_kwargs = {"n_heads": 4}  # max heads (d_h = 1) makes the O(T²·K) scores 16x larger at the zoo's width
+    # ~4 s per training step at the zoo's default size on 2 CPU cores (fp64 relative positions, T²·K work):
+    # too slow for the few-minute default run; `seqzoo zoo --mixers gateloop_softmax,...` includes it
+    in_zoo_default = False
 
     def __init__(self, d_model: int, score_scale: float | None = None, **kwargs):
         super().__init__(d_model, **kwargs)

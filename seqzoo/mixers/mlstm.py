@@ -213,7 +213,13 @@ class MLSTM(Mixer):
         q = rearrange(q, "b t (h k) -> b t h k", h=H)
         k = rearrange(k, "b t (h k) -> b t h k", h=H)
         v = rearrange(v, "b t (h v) -> b t h v", h=H)
-        return mlstm(q, k, v, ig, fg, state=cell_state, impl=mode, chunk_size=self.chunk_size, eps=self.eps,
+        impl = mode
+        # the Triton mLSTM has no Triton backward yet: use it on CUDA for inference / no-grad prefill only
+        if mode == "chunkwise" and q.is_cuda and q.dtype != torch.float64 and not torch.is_grad_enabled():
+            from ..kernels import usable_on
+
+            impl = "triton" if usable_on(q.device) else impl
+        return mlstm(q, k, v, ig, fg, state=cell_state, impl=impl, chunk_size=self.chunk_size, eps=self.eps,
                      forget_gate=self.forget_gate)
 
     def _headnorm(self, h: torch.Tensor) -> torch.Tensor:

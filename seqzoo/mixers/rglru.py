@@ -95,7 +95,7 @@ class RGLRU(nn.Module):
 
     def forward(self, x: torch.Tensor, reset: torch.Tensor | None, h0: torch.Tensor | None, mode: str):
         gx, ga = self.input_gate(x), self.a_gate(x)
-        impl = "naive" if mode == "recurrent" else "scan"
+        impl = "naive" if mode == "recurrent" else ("auto" if x.is_cuda else "scan")  # auto: Triton on CUDA
         return rglru(x, gx, ga, self.a_param, reset, h0, self.c, impl=impl)
 
 

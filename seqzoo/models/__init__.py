@@ -5,6 +5,7 @@ from .config import ModelConfig
 from .encoder import Encoder, EncoderOutput
 from .lm import LanguageModel, LMOutput, lm_loss
 from .presets import PRESETS, Preset, build_model, register_preset
+from .rmt import RMT, RMTConfig, RMTOutput
 
 __all__ = ["MODEL_TYPES", "Encoder", "EncoderOutput", "LMOutput", "LanguageModel", "ModelConfig", "PRESETS",
-           "Preset", "SeqzooModel", "build_model", "lm_loss", "register_preset"]
+           "Preset", "RMT", "RMTConfig", "RMTOutput", "SeqzooModel", "build_model", "lm_loss", "register_preset"]

@@ -65,11 +65,31 @@ class SeqzooModel(nn.Module):
         if states is not None and len(states) != len(self.blocks):
             raise ValueError(f"states must hold one entry per layer ({len(self.blocks)}), got {len(states)}")
         extra = {} if segment_pos is None else {"segment_pos": segment_pos}
+        modes = self.layer_modes(mode)
         new_states = []
         for i, block in enumerate(self.blocks):
-            x, s = block(x, state=None if states is None else states[i], mode=mode, **extra)
+            x, s = block(x, state=None if states is None else states[i], mode=modes[i], **extra)
             new_states.append(s)
         return self.norm(x), new_states
+
+    def layer_modes(self, mode: str | dict[str, str] | None) -> list[str | None]:
+        """Per-layer mode: a dict maps mixer name -> mode; a string applies to every layer whose mixer has it.
+
+        A mixed stack (xLSTM[7:1], Griffin) can then run ``mode="parallel"`` on its mLSTM layers while the
+        sLSTM layers keep their own default; a string no layer knows is an error, not a silent no-op.
+        """
+        mixers = [b.mixer for b in self.blocks]
+        if mode is None:
+            return [None] * len(mixers)
+        if isinstance(mode, dict):
+            unknown = set(mode) - {m.name for m in mixers}
+            if unknown:
+                raise ValueError(f"mode names mixers {sorted(unknown)} that this model does not use")
+            return [mode.get(m.name) for m in mixers]
+        if not any(mode in m.modes for m in mixers):
+            raise ValueError(f"no layer has mode {mode!r}; modes per mixer: "
+                             f"{ {m.name: m.modes for m in mixers} }")
+        return [mode if mode in m.modes else None for m in mixers]
 
     # ---------------------------------------------------------------- helpers
     def num_parameters(self, exclude_embeddings: bool = False) -> int:

@@ -28,7 +28,7 @@ from .naive import gateloop_naive
 from .scan import SCANS, gateloop_scan
 
 IMPLS = ("auto", "naive", "hillis_steele", "blelloch", "two_level", "torch_hop", "attention", "naive_unsafe",
-         "chunkwise")
+         "chunkwise", "triton")
 
 
 def resolve_impl(T: int, K: int, V: int, impl: str = "auto") -> str:
@@ -56,6 +56,10 @@ def gateloop_op(q, k, v, log_mag, phase=None, state=None, impl: str = "auto", ch
             return gateloop_attention(q, k, v, log_mag, phase, state)
         if impl == "naive_unsafe":
             return gateloop_attention_unsafe(q, k, v, log_mag, phase, state)
+        if impl == "triton":  # seqzoo/kernels/gla.py: chunked GLA, complex via phase rotation (fp32/bf16/fp16)
+            from ...kernels.gla import gateloop_triton
+
+            return gateloop_triton(q, k, v, log_mag, phase, state)
         return gateloop_chunkwise(q, k, v, log_mag, phase, state, chunk_size=chunk_size)
 
 

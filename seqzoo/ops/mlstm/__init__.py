@@ -12,7 +12,7 @@ from .naive import mlstm_naive_parallel, mlstm_naive_recurrent
 from .parallel import mlstm_parallel, stable_forget_matrix
 from .recurrent import mlstm_recurrent, mlstm_step
 
-IMPLS = ("auto", "recurrent", "parallel", "chunkwise", "naive")
+IMPLS = ("auto", "recurrent", "parallel", "chunkwise", "naive", "triton")
 
 
 def mlstm(q, k, v, i, f, state=None, impl: str = "auto", chunk_size: int = 64, eps: float = 1e-6,
@@ -24,6 +24,12 @@ def mlstm(q, k, v, i, f, state=None, impl: str = "auto", chunk_size: int = 64, e
         raise ValueError(f"mlstm: impl must be one of {IMPLS}, got {impl!r}")
     if impl == "auto":
         impl = "recurrent" if q.shape[1] == 1 else "chunkwise"
+    if impl == "triton":  # seqzoo/kernels/mlstm.py (Triton forward; backward recomputes with mlstm_chunkwise)
+        from ...kernels.mlstm import mlstm_triton
+
+        pow2 = chunk_size >= 16 and chunk_size & (chunk_size - 1) == 0
+        return mlstm_triton(q, k, v, i, f, state, chunk_size=chunk_size if pow2 else None, eps=eps,
+                            forget_gate=forget_gate)
     if impl == "chunkwise":
         return mlstm_chunkwise(q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate)
     if impl == "parallel":

@@ -3,7 +3,8 @@
 ``rglru(x, gate_x, gate_a, a_param, reset=None, h0=None, impl="auto")`` with ``impl``:
   * ``"naive"``: the Python loop over t (the truth; the T = 1 decode path);
   * ``"scan"``: the two-level chunked scan with a reverse-scan custom backward (training / prefill);
-  * ``"auto"``: ``"naive"`` for T == 1, else ``"scan"``.
+  * ``"triton"``: the fused Triton kernel (``seqzoo.kernels.scan.rglru_fused_triton``; CUDA, fp32/bf16/fp16);
+  * ``"auto"``: ``"naive"`` for T == 1, ``"triton"`` on CUDA when triton is installed, else ``"scan"``.
 ``linear_scan`` exposes the bare scan with the same ``impl`` switch.
 """
 
@@ -15,7 +16,13 @@ from .gates import SqrtBoundDerivative, rglru_gates, sqrt_bound_derivative
 from .naive import acc_dtype, linear_scan_naive, rglru_naive
 from .scan import default_chunk, linear_scan_chunked
 
-IMPLS = ("auto", "naive", "scan")
+IMPLS = ("auto", "naive", "scan", "triton")
+
+
+def _triton_ok(x: torch.Tensor) -> bool:
+    from ...kernels import usable_on
+
+    return x.is_cuda and x.dtype in (torch.float32, torch.bfloat16, torch.float16) and usable_on(x.device)
 
 
 def linear_scan(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None, impl: str = "auto",
@@ -29,6 +36,10 @@ def linear_scan(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None
         raise ValueError(f"h0 must have shape ({b.shape[0]}, {b.shape[2]}), got {tuple(h0.shape)}")
     if impl == "naive" or (impl == "auto" and b.shape[1] == 1):
         return linear_scan_naive(a, b, h0)
+    if impl == "triton" or (impl == "auto" and _triton_ok(b)):
+        from ...kernels.scan import linear_scan_triton
+
+        return linear_scan_triton(a, b, h0)
     return linear_scan_chunked(a, b, h0, chunk)
 
 
@@ -47,6 +58,12 @@ def rglru(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0, impl:
         raise ValueError(f"a_param must have shape ({x.shape[-1]},), got {tuple(a_param.shape)}")
     if reset is not None and (reset.shape != x.shape[:2] or reset.dtype != torch.bool):
         raise ValueError(f"reset must be a bool tensor of shape {tuple(x.shape[:2])}, got {reset.dtype} {tuple(reset.shape)}")
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if impl == "triton" or (impl == "auto" and x.shape[1] > 1 and _triton_ok(x)):
+        from ...kernels.scan import rglru_fused_triton
+
+        return rglru_fused_triton(x, gate_x, gate_a, a_param, reset, h0, c)
     a, b = rglru_gates(x, gate_x, gate_a, a_param, reset, c)
     h, h_last = linear_scan(a, b, h0, impl=impl, chunk=chunk)
     return h.to(x.dtype), h_last
