@@ -4,6 +4,12 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
+
+# Without a GPU the Triton kernels run in Triton's CPU interpreter. The flag must be set before the first
+# `import triton` anywhere in the session (transformers or torch may import it before a test module does).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,8 @@ import torch.nn.functional as F
 
 from seqzoo.ops.gateloop import IMPLS, gateloop_op
 
-FAST = [i for i in IMPLS if i not in ("auto", "naive", "naive_unsafe")]
+# "triton" takes fp32/bf16/fp16 only; tests/test_triton_kernels.py checks it against the same loop
+FAST = [i for i in IMPLS if i not in ("auto", "naive", "naive_unsafe", "triton")]
 
 
 def make(B, T, H, K, V, dtype=torch.float64, seed=0, state=True, real=False, gamma=None):
