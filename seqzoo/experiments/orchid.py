@@ -12,7 +12,6 @@ when its ``final.json`` already exists, so an interrupted grid resumes.
 
 from __future__ import annotations
 
-import csv
 import json
 import multiprocessing as mp
 import time
@@ -20,24 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from . import register_experiment
+from ._common import as_ints, as_list, write_rows
 
 
-def _ints(v) -> list[int]:
-    return [int(s) for s in str(v).split(",") if str(s).strip()] if not isinstance(v, (list, tuple)) else list(map(int, v))
 
 
-def _strs(v) -> list[str]:
-    return [s.strip() for s in str(v).split(",") if s.strip()] if not isinstance(v, (list, tuple)) else list(v)
 
 
-def _write_table(out: Path, rows: list[dict], stem: str = "results") -> None:
-    (out / f"{stem}.json").write_text(json.dumps(rows, indent=2) + "\n")
-    if rows:
-        keys = list(dict.fromkeys(k for r in rows for k in r if not isinstance(r[k], (list, dict))))
-        with open(out / f"{stem}.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-            w.writeheader()
-            w.writerows(rows)
 
 
 def _curve(run_dir: Path) -> list[tuple[int, float]]:
@@ -125,7 +113,7 @@ def orchid_ar(out_dir: Path, vocab_sizes="20", lengths="64", models="orchid,long
     """``collect_only=True`` trains nothing: it tabulates the finished runs and the curves of unfinished ones."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    options = dict(vocab_sizes=_ints(vocab_sizes), lengths=_ints(lengths), models=_strs(models), seeds=_ints(seeds),
+    options = dict(vocab_sizes=as_ints(vocab_sizes), lengths=as_ints(lengths), models=as_list(models), seeds=as_ints(seeds),
                    steps=int(steps), batch_size=int(batch_size), lr=float(lr), eval_every=int(eval_every),
                    eval_samples=int(eval_samples), d_model=int(d_model), n_layers=int(n_layers))
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-ar", **options}, indent=2) + "\n")
@@ -137,7 +125,7 @@ def orchid_ar(out_dir: Path, vocab_sizes="20", lengths="64", models="orchid,long
             for V in options["vocab_sizes"] for T in options["lengths"] for s in options["seeds"]
             for m in options["models"]]
     rows = _run_jobs(_ar_run, jobs, int(procs))
-    _write_table(out, rows)
+    write_rows(out, rows)
     _plot_ar(out, rows)
     summary = {f"{r['model']}_V{r['vocab']}_T{r['length']}_s{r['seed']}": r["valid_accuracy"] for r in rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -201,7 +189,7 @@ def orchid_images(out_dir: Path, task: str = "digits", models="orchid,long_conv,
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    models, seeds = _strs(models), _ints(seeds)
+    models, seeds = as_list(models), as_ints(seeds)
     patch, d_model, n_layers = int(patch), int(d_model), int(n_layers)
     t = build_task(task)
     from ..models.vision import VisionClassifier
@@ -216,7 +204,7 @@ def orchid_images(out_dir: Path, task: str = "digits", models="orchid,long_conv,
                  threads=int(threads), run_dir=str(out / "runs" / f"{m}_{task}_p{patch}_s{s}"))
             for s in seeds for m in models]
     rows = _run_jobs(_image_run, jobs, int(procs))
-    _write_table(out, rows)
+    write_rows(out, rows)
     summary: dict[str, Any] = {}
     for m in models:
         accs = [r["valid_accuracy"] for r in rows if r["model"] == m]
@@ -300,7 +288,7 @@ def orchid_bench(out_dir: Path, mixers="orchid,attention", lengths="1024,2048,40
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     backward = str(backward).lower() not in ("0", "false", "no")
-    options = dict(mixers=_strs(mixers), lengths=_ints(lengths), d_model=int(d_model), batch=int(batch),
+    options = dict(mixers=as_list(mixers), lengths=as_ints(lengths), d_model=int(d_model), batch=int(batch),
                    reps=int(reps), backward=backward, threads=int(threads), timeout=float(timeout))
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-bench", **options}, indent=2) + "\n")
     rows = []
@@ -319,7 +307,7 @@ def orchid_bench(out_dir: Path, mixers="orchid,attention", lengths="1024,2048,40
         if r["status"] == "ok" and r["length"] in base and r["mixer"] != "attention":
             r["cpu_ratio_vs_attention"] = r["cpu_s"] / base[r["length"]]["cpu_s"]
             r["mem_ratio_vs_attention"] = r["peak_rss_delta_mb"] / max(base[r["length"]]["peak_rss_delta_mb"], 1e-9)
-    _write_table(out, rows)
+    write_rows(out, rows)
     _plot_bench(out, rows)
     return {"rows": rows}
 

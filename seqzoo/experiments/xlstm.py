@@ -10,58 +10,28 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import time
 from pathlib import Path
 from typing import Any
 
+from ..plots import plot_lines
 from . import register_experiment
+from ._common import as_ints, as_list, write_rows
 
 KINDS = ("xlstm10", "xlstm71", "attention")
 LABELS = {"xlstm10": "xLSTM[1:0]", "xlstm71": "xLSTM[7:1]", "attention": "Transformer (RoPE)"}
 
 
-def _strs(v) -> list[str]:
-    return [s.strip() for s in str(v).split(",") if s.strip()] if not isinstance(v, (list, tuple)) else list(v)
 
 
-def _ints(v) -> list[int]:
-    return [int(s) for s in _strs(v)]
 
 
-def _write_table(out: Path, rows: list[dict], stem: str) -> None:
-    (out / f"{stem}.json").write_text(json.dumps(rows, indent=2) + "\n")
-    if rows:
-        keys = list(dict.fromkeys(k for r in rows for k in r if not isinstance(r[k], (list, dict))))
-        with open(out / f"{stem}.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-            w.writeheader()
-            w.writerows(rows)
 
 
 def _plot(path: Path, series: dict[str, tuple[list, list]], xlabel: str, ylabel: str, title: str,
           logx: bool = False, logy: bool = False) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for label, (xs, ys) in series.items():
-        ax.plot(xs, ys, marker="o", label=label)
-    if logx:
-        ax.set_xscale("log", base=2)
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plot_lines(series, path, xlabel, ylabel, title, logx=logx, logy=logy)
 
 
 def equal_size_configs(vocab_size: int, d_model: int = 64, n_layers: int = 8, slstm_at: int = 3, mlstm_heads: int = 2,
@@ -118,7 +88,7 @@ def xlstm_mqar(out_dir: Path, models: str = "xlstm10,xlstm71,attention", d_model
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    kinds = _strs(models)
+    kinds = as_list(models)
     task = build_task("mqar", vocab_size=int(vocab_size), num_pairs=int(num_pairs), seq_len=int(seq_len))
     configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), kinds=kinds)
     (out / "config.json").write_text(json.dumps({"task": task.config(), "models": {k: c.to_dict() for k, c in configs.items()},
@@ -139,7 +109,7 @@ def xlstm_mqar(out_dir: Path, models: str = "xlstm10,xlstm71,attention", d_model
                      "valid_accuracy": res["valid_accuracy"], "valid_loss": res["valid_loss"],
                      "train_s": round(time.time() - t0, 1)})
         curves[LABELS.get(kind, kind)] = _valid_curve(out / kind, "accuracy")
-        _write_table(out, rows, "results")
+        write_rows(out, rows, "results")
     _plot(out / "mqar_accuracy.png", curves, "step", "valid accuracy (queried positions)",
           f"MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}, D={d_model}, {n_layers} blocks")
     return {"rows": rows}
@@ -163,10 +133,10 @@ def xlstm_extrapolation(out_dir: Path, path: str = "/work/shared/data/tinyshakes
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    kinds = _strs(models)
+    kinds = as_list(models)
     task = build_task("text", path=path, seq_len=int(seq_len), tokenizer="byte")
     configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), kinds=kinds)
-    lengths = _ints(eval_lengths)
+    lengths = as_ints(eval_lengths)
     (out / "config.json").write_text(json.dumps({"task": task.config(), "models": {k: c.to_dict() for k, c in configs.items()},
                                                  "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
                                                  "eval_lengths": lengths, "eval_tokens": eval_tokens}, indent=2) + "\n")
@@ -193,7 +163,7 @@ def xlstm_extrapolation(out_dir: Path, path: str = "/work/shared/data/tinyshakes
                          "bits_per_byte": m["loss"] / 0.6931471805599453, "accuracy": m["accuracy"],
                          "params_non_emb": model.num_parameters(exclude_embeddings=True),
                          "train_loss": res.get("train_loss"), "train_s": round(train_s, 1)})
-            _write_table(out, rows, "results")
+            write_rows(out, rows, "results")
         curves[label] = (lengths, losses)
         Lmax = max(lengths)
         xs, ys = task.windows("valid", seq_len=Lmax, max_windows=max(1, int(eval_tokens) // Lmax))
@@ -207,7 +177,7 @@ def xlstm_extrapolation(out_dir: Path, path: str = "/work/shared/data/tinyshakes
             pos_rows.append({"model": label, "kind": kind, "pos_from": b * width, "pos_to": (b + 1) * width,
                              "loss": float(seg.mean())})
         pos_curves[label] = (centers, vals)
-        _write_table(out, pos_rows, "per_position")
+        write_rows(out, pos_rows, "per_position")
     _plot(out / "loss_vs_eval_length.png", curves, "evaluation context length (bytes)", "held-out loss (nats/byte)",
           f"trained at T={seq_len} ({Path(path).parent.name}), D={d_model}, {n_layers} blocks", logx=True)
     _plot(out / "loss_vs_position.png", pos_curves, "position in the window (bytes)", "mean loss (nats/byte)",
@@ -255,7 +225,7 @@ def xlstm_bench(out_dir: Path, lengths: str = "256,1024,2048,4096", threads: int
     except Exception as e:  # noqa: BLE001 - optional oracle
         official = f"not available ({type(e).__name__})"
     rows = []
-    for T in _ints(lengths):
+    for T in as_ints(lengths):
         g = torch.Generator().manual_seed(T)
         q, k, v = (torch.randn(1, T, H, K, generator=g) for _ in range(3))
         i = torch.randn(1, T, H, generator=g)
@@ -272,7 +242,7 @@ def xlstm_bench(out_dir: Path, lengths: str = "256,1024,2048,4096", threads: int
         for r in rows:
             if r["T"] == T:
                 r["x_vs_ours_chunkwise"] = r["fwd_ms"] / base["ours_chunkwise"]
-        _write_table(out, rows, "ops")
+        write_rows(out, rows, "ops")
     series = {}
     for name in impls:
         pts = [(r["T"], r["fwd_ms"]) for r in rows if r["impl"] == name]
@@ -280,7 +250,7 @@ def xlstm_bench(out_dir: Path, lengths: str = "256,1024,2048,4096", threads: int
             series[name] = ([p[0] for p in pts], [p[1] for p in pts])
     _plot(out / "ops_fwd_ms.png", series, "sequence length T", "forward ms (median)",
           f"mLSTM cell, B=1, H={H}, K=V={K}, {threads} thread(s)", logx=True, logy=True)
-    (out / "config.json").write_text(json.dumps({"lengths": _ints(lengths), "threads": threads, "heads": H,
+    (out / "config.json").write_text(json.dumps({"lengths": as_ints(lengths), "threads": threads, "heads": H,
                                                  "head_dim": K, "chunk_size": chunk_size, "official": official,
                                                  "torch": torch.__version__}, indent=2) + "\n")
     return {"rows": rows, "official": official}
@@ -295,7 +265,7 @@ def xlstm_merge(out_dir: Path, parts: str = "", kind: str = "mqar", seq_len: int
     if kind not in ("mqar", "extrapolation"):
         raise ValueError(f"kind must be 'mqar' or 'extrapolation', got {kind!r}")
     rows, pos_rows, curves, pos_curves = [], [], {}, {}
-    for part in _strs(parts):
+    for part in as_list(parts):
         p = Path(part)
         part_rows = json.loads((p / "results.json").read_text())
         rows += part_rows
@@ -311,12 +281,12 @@ def xlstm_merge(out_dir: Path, parts: str = "", kind: str = "mqar", seq_len: int
                 pos_rows.append(r)
                 xs, ys = pos_curves.setdefault(r["model"], ([], []))
                 xs.append((r["pos_from"] + r["pos_to"]) // 2), ys.append(r["loss"])
-    _write_table(out, rows, "results")
-    (out / "config.json").write_text(json.dumps({"parts": _strs(parts), "kind": kind}, indent=2) + "\n")
+    write_rows(out, rows, "results")
+    (out / "config.json").write_text(json.dumps({"parts": as_list(parts), "kind": kind}, indent=2) + "\n")
     if kind == "mqar":
         _plot(out / "mqar_accuracy.png", curves, "step", "valid accuracy (queried positions)", "MQAR (merged runs)")
     else:
-        _write_table(out, pos_rows, "per_position")
+        write_rows(out, pos_rows, "per_position")
         _plot(out / "loss_vs_eval_length.png", curves, "evaluation context length (bytes)",
               "held-out loss (nats/byte)", f"trained at T={seq_len} (merged runs)", logx=True)
         _plot(out / "loss_vs_position.png", pos_curves, "position in the window (bytes)", "mean loss (nats/byte)",
@@ -370,7 +340,7 @@ def xlstm_slstm_bench(out_dir: Path, batch: int = 8, T: int = 128, heads: int = 
     for r in rows:
         base = "fwd: naive" if r["what"].startswith("fwd:") else "fwd+bwd: naive (autograd)"
         r["speedup_vs_naive"] = (1e6 * min(times[base]) / T) / r["us_per_step"]
-    _write_table(out, rows, "slstm")
+    write_rows(out, rows, "slstm")
     (out / "config.json").write_text(json.dumps({"batch": B, "T": T, "heads": H, "head_dim": d, "threads": threads,
                                                  "repeats": repeats, "compile_s": compile_s,
                                                  "torch": torch.__version__}, indent=2) + "\n")
