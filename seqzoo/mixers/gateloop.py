@@ -176,9 +176,8 @@ class GateLoop(Mixer):
     def _impl(self, mode: str) -> str:
         return {"recurrent": "naive", "scan": self.scan_impl, "chunkwise": "chunkwise", "attention": "attention"}[mode]
 
-    def _forward(self, x: torch.Tensor, state: Any, mode: str):
-        if state is not None:
-            self.check_state(x, state)
+    def head_inputs(self, x: torch.Tensor):
+        """Per-head q, k ``(B, T, H, K)``, v ``(B, T, H, V)``, log|a| and phase ``(B, T, H, K)`` (phase may be None)."""
         H = self.n_heads
         q = rearrange(self.q_proj(x), "b t (h k) -> b t h k", h=H)  # (B, T, H, K)
         k = rearrange(self.k_proj(x), "b t (h k) -> b t h k", h=H)
@@ -186,6 +185,12 @@ class GateLoop(Mixer):
         log_mag, theta = self.gates(x)
         log_mag = rearrange(log_mag, "b t (h k) -> b t h k", h=H)
         theta = None if theta is None else rearrange(theta, "b t (h k) -> b t h k", h=H)
+        return q, k, v, log_mag, theta
+
+    def _forward(self, x: torch.Tensor, state: Any, mode: str):
+        if state is not None:
+            self.check_state(x, state)
+        q, k, v, log_mag, theta = self.head_inputs(x)
         impl = self._impl(mode)
         if impl == "chunkwise" and x.is_cuda and x.dtype != torch.float64:
             from ..kernels import usable_on

@@ -84,13 +84,7 @@ class GateLoopSoftmax(GateLoop):
     def _forward(self, x, state, mode):
         if state is not None:
             self.check_state(x, state)
-        H = self.n_heads
-        q = rearrange(self.q_proj(x), "b t (h k) -> b t h k", h=H)  # (B, T, H, K)
-        k = rearrange(self.k_proj(x), "b t (h k) -> b t h k", h=H)
-        v = rearrange(self.v_proj(x), "b t (h v) -> b t h v", h=H)  # (B, T, H, V)
-        log_mag, theta = self.gates(x)
-        log_mag = rearrange(log_mag, "b t (h k) -> b t h k", h=H)
-        theta = None if theta is None else rearrange(theta, "b t (h k) -> b t h k", h=H)
+        q, k, v, log_mag, theta = self.head_inputs(x)
         with torch.autocast(device_type=x.device.type, enabled=False):
             y, cache = softmax_gateloop_attention(q, k, v, log_mag, theta, state, self.score_scale)
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)
