@@ -20,10 +20,20 @@ def launched_by_torchrun() -> bool:
     return int(os.environ.get("WORLD_SIZE", 1)) > 1
 
 
-def init_distributed(device: torch.device) -> None:
-    if not dist.is_initialized():
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend=backend)
+def init_distributed(device: torch.device) -> bool:
+    """Create the process group unless one exists; True when this call created it (and must destroy it)."""
+    if dist.is_initialized():
+        return False
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend=backend)
+    return True
+
+
+def shutdown_distributed() -> None:
+    """Wait for every rank, then tear the group down (a live gloo group at exit can abort a rank)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def wrap_model(model: nn.Module, kind: str, device: torch.device) -> nn.Module:

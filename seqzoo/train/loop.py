@@ -23,7 +23,8 @@ from ..tasks.base import IGNORE_INDEX, Task
 from .checkpoint import export_model
 from .checkpoint import CHECKPOINT_NAME, load_checkpoint, load_optimizer_state, save_checkpoint
 from .config import TrainConfig
-from .distributed import all_reduce_mean, init_distributed, launched_by_torchrun, unwrap, world, wrap_model
+from .distributed import (all_reduce_mean, init_distributed, launched_by_torchrun, shutdown_distributed, unwrap,
+                          world, wrap_model)
 from .optim import build_optimizer, set_lr
 
 
@@ -97,7 +98,9 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
             local = int(__import__("os").environ.get("LOCAL_RANK", 0))
             device = torch.device("cuda", local)
             torch.cuda.set_device(device)
-        init_distributed(device)
+        owns_group = init_distributed(device)
+    else:
+        owns_group = False
     rank, world_size = world()
     per_rank = cfg.batch_size // cfg.grad_accum
     if per_rank % world_size:
@@ -192,4 +195,6 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
             export_model(train_model, model, out / "model", main)
         if main:
             (out / "final.json").write_text(json.dumps(result, indent=2) + "\n")
+    if owns_group:
+        shutdown_distributed()
     return result
