@@ -9,6 +9,15 @@ from pathlib import Path
 from typing import Any
 
 
+def strict_from_dict(cls, d: dict[str, Any]):
+    """Build dataclass ``cls`` from ``d``, refusing unknown keys by name (a typo must not be silently dropped)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(d) - known
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s) {sorted(unknown)}; known fields: {sorted(known)}")
+    return cls(**d)
+
+
 @dataclass
 class ModelConfig:
     """Embedding -> ``n_layers`` residual blocks (mixer per layer from ``pattern``) -> norm -> head.
@@ -72,11 +81,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown ModelConfig field(s) {sorted(unknown)}; known fields: {sorted(known)}")
-        return cls(**d)
+        return strict_from_dict(cls, d)
 
     def to_json(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..models.config import strict_from_dict
+
 
 @dataclass
 class TrainConfig:
@@ -60,8 +62,4 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown TrainConfig field(s) {sorted(unknown)}; known fields: {sorted(known)}")
-        return cls(**d)
+        return strict_from_dict(cls, d)
