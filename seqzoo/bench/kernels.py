@@ -2,12 +2,14 @@
 
 CUDA (``--device cuda``): the anchors.md shapes — B·T = 65,536 tokens, H = 16, Dk = 128, Dv = 256, T = 1K..64K for
 mLSTM / gated linear attention, the §2.1 shapes for the diagonal scan and the fused RG-LRU — for the seqzoo Triton kernels, the
-PyTorch chunkwise paths, ``F.scaled_dot_product_attention`` (causal, H = 32 × 128 as in the TFLA benchmark) and,
+PyTorch chunkwise paths, the depthwise causal conv (k = 4, the xLSTM / Griffin short conv) at the §2.1 shapes,
+``F.scaled_dot_product_attention`` (causal, H = 32 × 128 as in the TFLA benchmark) and,
 when installed, flash-linear-attention (``chunk_simple_gla``, ``chunk_gla``) and NX-AI ``mlstm_kernels``
 (``chunkwise--triton_xl_chunk``). Times from ``triton.testing.do_bench`` (median, L2 flushed between runs);
 ``frac_roofline`` = roofline bound (anchors.md §2.1 / §2.2 formulas, measured H100/H200 limits) / measured time.
-NOTE: the seqzoo mLSTM Triton kernel has no Triton backward yet (backward = PyTorch recompute), so its fwd+bwd
-column measures that, and is labelled ``bwd=torch-recompute``; the GLA, scan and RG-LRU kernels are Triton both ways.
+The seqzoo mLSTM row is labelled with the backward ``kernels/mlstm.py: mlstm_triton`` uses by default (its
+``backward=`` default: ``bwd=triton``, or ``bwd=torch-recompute`` for the PyTorch recompute); the GLA, scan, RG-LRU
+and conv kernels are Triton both ways.
 
 CPU (``--device cpu``, the default without a GPU): small shapes, torch reference paths only, all contenders of
 one point timed interleaved in one process (min of N), reported as ratios against the per-token loop of the same
@@ -30,7 +32,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-OPS = ("mlstm", "gla", "attention", "scan", "rglru")
+OPS = ("mlstm", "gla", "attention", "scan", "rglru", "conv")
 # measured limits (anchors.md §1): FLOP/s and bytes/s
 PEAK_FLOPS = 795e12
 HBM_BW = {"H100": 3.0e12, "H200": 4.3e12}
@@ -66,6 +68,13 @@ def gla_roofline_ms(B: int, T: int, H: int, Dk: int, Dv: int, C: int, Dg: int, s
 def attention_roofline_ms(B: int, T: int, H: int, D: int, backward: bool = False) -> float:
     """anchors.md §2.4: causal 2·B·H·T²·D FLOPs forward, 3.5x for fwd+bwd."""
     return 2 * B * H * T * T * D * (3.5 if backward else 1) / PEAK_FLOPS * 1e3
+
+
+def conv_roofline_ms(B: int, T: int, C: int, s: int = 2, backward: bool = False, gpu: str = "H100") -> float:
+    """Depthwise causal conv (k small): forward reads x once and writes y once, 2·N·s; our fwd+bwd count adds the
+    backward's reads of x and dy and write of dx, 5·N·s (weights, bias, state and the dw / dbias partials are
+    O(C·k) / O(B·C·T/256·k) and left out). Always memory bound (2k FLOPs per element)."""
+    return (5 if backward else 2) * B * T * C * s / HBM_BW[gpu] * 1e3
 
 
 # ------------------------------------------------------------------------------------------------ timing
@@ -125,7 +134,7 @@ def _mlstm_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]
     if cuda:
         from ..kernels.mlstm import mlstm_triton
 
-        out["seqzoo triton (bwd=torch-recompute)"] = (lambda *a: mlstm_triton(*a, chunk_size=64), ins)
+        out[f"seqzoo triton (bwd={_mlstm_backward_label(mlstm_triton)})"] = (lambda *a: mlstm_triton(*a, chunk_size=64), ins)
         try:
             from mlstm_kernels.torch import get_mlstm_kernel
 
@@ -137,6 +146,16 @@ def _mlstm_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]
     else:
         out["torch per-token loop (baseline)"] = (mlstm_naive_recurrent, ins)
     return out
+
+
+def _mlstm_backward_label(fn) -> str:
+    """The backward ``mlstm_triton`` runs by default, read from its ``backward=`` parameter (absent: the PyTorch
+    recompute, as before that parameter existed)."""
+    import inspect
+
+    param = inspect.signature(fn).parameters.get("backward")
+    default = param.default if param is not None and param.default is not inspect.Parameter.empty else "torch"
+    return "torch-recompute" if default == "torch" else str(default)
 
 
 def _gla_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]:
@@ -196,6 +215,28 @@ def _rglru_contenders(B, T, D, dev, dtype, cuda: bool) -> dict[str, tuple]:
         out["torch gates + triton scan"] = (rglru_triton, ins)
     else:
         out["torch per-token loop (baseline)"] = (rglru_naive, ins)
+    return out
+
+
+def _conv_contenders(B, T, C, dev, dtype, cuda: bool, k: int = 4) -> dict[str, tuple]:
+    from ..ops.causal_conv import causal_conv1d, causal_conv1d_naive
+
+    g = torch.Generator(device="cpu").manual_seed(5)
+    x = torch.randn(B, T, C, generator=g).to(dev, dtype)
+    w = (torch.randn(C, k, generator=g) / k ** 0.5).to(dev, dtype)
+    b = torch.randn(C, generator=g).to(dev, dtype)
+    ins = [x, w, b]
+    out: dict[str, tuple] = {"torch F.conv1d": (lambda *a: causal_conv1d(*a, impl="torch"), ins)}
+    if cuda:
+        out["seqzoo triton"] = (lambda *a: causal_conv1d(*a, impl="triton"), ins)
+        try:  # Dao-AILab causal-conv1d, (B, C, T) with channel-last strides; written from its docs, not run here
+            from causal_conv1d import causal_conv1d_fn
+
+            out["causal-conv1d (Dao)"] = (lambda x_, w_, b_: causal_conv1d_fn(x_.transpose(1, 2), w_, b_), ins)
+        except Exception:
+            pass
+    else:
+        out["torch per-tap sum (baseline)"] = (causal_conv1d_naive, ins)
     return out
 
 
@@ -305,6 +346,9 @@ def run_kernel_bench(device: str | None = None, out_dir: str | Path = "results/k
         record("rglru", {"B": B, "T": T, "H": 1, "Dk": D, "Dv": 1}, lambda: _rglru_contenders(B, T, D, dev, dt, cuda),
                {"bound_fwd": rglru_roofline_ms(B, T, D, s, gpu=gpu), "bound_fwdbwd": rglru_roofline_ms(B, T, D, s, True, gpu)}
                if cuda else {})
+        record("conv", {"B": B, "T": T, "H": 1, "Dk": D, "Dv": 1}, lambda: _conv_contenders(B, T, D, dev, dt, cuda),
+               {"bound_fwd": conv_roofline_ms(B, T, D, s, gpu=gpu), "bound_fwdbwd": conv_roofline_ms(B, T, D, s, True, gpu)}
+               if cuda else {})
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -332,7 +376,7 @@ def plot_kernels(rows: list[dict[str, Any]], path: str | Path, cuda: bool) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ops = [op for op in ("mlstm", "gla", "attention", "scan", "rglru") if any(r["op"] == op for r in rows)]
+    ops = [op for op in OPS if any(r["op"] == op for r in rows)]
     fig, axes = plt.subplots(1, len(ops), figsize=(4.2 * len(ops), 3.6), squeeze=False)
     key = "fwdbwd_ms" if cuda else "fwdbwd_speedup_vs_loop"
     for ax, op in zip(axes[0], ops):

@@ -1,16 +1,17 @@
 """Triton kernels (CUDA) for the seqzoo ops, each tested against the op's naive reference.
 
 Nothing here imports triton at module import time: ``import seqzoo`` and ``import seqzoo.kernels`` work
-without it. Each kernel module (``scan``, ``mlstm``, ``gla``) imports triton when first used.
+without it. Each kernel module (``scan``, ``mlstm``, ``gla``, ``conv``) imports triton when first used.
 
 | kernel | function | reference it is tested against |
 |---|---|---|
 | real diagonal scan ``h_t = a_t h_{t-1} + b_t`` (fwd + reverse-scan bwd) | ``scan.linear_scan_triton`` | ``ops.rglru.linear_scan_naive`` |
 | fused RG-LRU (gates + scan in one pass, fwd + bwd) | ``scan.rglru_fused_triton`` | ``ops.rglru.rglru_naive`` |
 | RG-LRU (gates in torch, scan in Triton) | ``scan.rglru_triton`` | ``ops.rglru.rglru_naive`` |
-| mLSTM chunkwise, stabilised exp gating (fwd Triton, bwd recompute) | ``mlstm.mlstm_triton`` | ``ops.mlstm.mlstm_naive_recurrent`` |
+| mLSTM chunkwise, stabilised exp gating (fwd + bwd Triton; ``backward="torch"`` recomputes) | ``mlstm.mlstm_triton`` | ``ops.mlstm.mlstm_naive_recurrent`` |
 | gated linear attention, per-dim real decay (fwd + bwd Triton) | ``gla.gla_triton`` | ``ops.gateloop.gateloop_naive`` |
 | GateLoop, real or complex transitions (complex: phase-rotated q, k of width 2K) | ``gla.gateloop_triton`` | ``ops.gateloop.gateloop_naive`` |
+| depthwise causal conv1d with carried buffer, document masking, optional SiLU (fwd + bwd) | ``conv.causal_conv1d_triton`` | ``ops.causal_conv.causal_conv1d_naive`` |
 
 Under ``TRITON_INTERPRET=1`` (CPU) the kernels run in Triton's interpreter: one autotune config, fp32 dots
 (the interpreter has no bf16 ``tl.dot``; bf16/fp16 inputs are still loaded, accumulated in fp32 and stored

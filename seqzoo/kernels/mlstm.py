@@ -1,19 +1,57 @@
-"""Triton chunkwise mLSTM forward with stabilised exponential gating (xLSTM, arXiv:2405.04517; spec §3.3).
+"""Triton chunkwise mLSTM with stabilised exponential gating, forward and backward (xLSTM, arXiv:2405.04517;
+spec §3.3). Reference in the tests: ``ops.mlstm.mlstm_naive_recurrent``.
 
-One program per (batch·head, block of BV value columns) walks the chunks of L tokens in order, keeping the
-state ``C (K, BV)``, ``n (K)`` and the stabiliser ``m`` in fp32 registers (the "states kept on chip" row of
-anchors.md §2.2: chunk states are never written to memory). Per chunk, with b_τ = Σ_{j<=τ} log f_j, g = b_L:
+Forward. One program per (batch·head, block of BV value columns) walks the chunks of L tokens in order, keeping
+the state ``C (K, BV)``, ``n (K)`` and the stabiliser ``m`` in fp32 registers (the "states kept on chip" row of
+anchors.md §2.2: the forward never writes chunk states to memory). Per chunk, with q̃ = K^{-1/2} q,
+b_τ = Σ_{j<=τ} log f_j, g = b_L and (C, n, m) the state entering the chunk:
 
-    D̃_τσ = b_τ − b_σ + i_σ (σ <= τ),  M_τ = max(b_τ + m, max_σ D̃_τσ)
-    h_τ  = [Σ_σ (s q_τ·k_σ) e^{D̃_τσ−M_τ} v_σ + e^{b_τ+m−M_τ} (s q_τ)ᵀC] / (max(|den_τ|, e^{−M_τ}) + eps)
-    m'   = max(g + m, max_σ (g − b_σ + i_σ)),  C' = e^{g+m−m'} C + Σ_σ e^{g−b_σ+i_σ−m'} k_σ v_σᵀ  (n' alike)
+    D̃_τσ = Σ_{σ<j<=τ} log f_j + i_σ (σ <= τ),  M_τ = max(b_τ + m, max_σ D̃_τσ),  P_τσ = e^{D̃_τσ−M_τ},  w0_τ = e^{b_τ+m−M_τ}
+    num_τ = Σ_σ (q̃_τ·k_σ) P_τσ v_σ + w0_τ Cᵀq̃_τ,   den_τ = Σ_σ (q̃_τ·k_σ) P_τσ + w0_τ q̃_τ·n
+    h_τ  = num_τ / N_τ,   N_τ = max(|den_τ|, e^{−M_τ}) + eps
+    a_σ = g − b_σ + i_σ,  m' = max(g + m, max_σ a_σ),  C' = e^{g+m−m'} C + Σ_σ e^{a_σ−m'} k_σ v_σᵀ  (n' alike)
 
+The segment sums in D̃ and a_σ = Σ_{j>σ} log f_j + i_σ are summed directly (a cumsum of the masked (L, L) matrix
+of log f, as the torch reference does), not as b_τ − b_σ, which loses |b|·2⁻²⁴ when the forget gates are strong.
 The last, partial chunk is masked (i = −inf, log f = 0 for the missing tokens), which equals the reference's
 shorter tail chunk, so any T works. Matmuls take bf16/fp16 operands on the GPU with fp32 accumulation.
 
-Backward: not a Triton kernel yet. ``MLSTMTriton.backward`` recomputes the forward with the PyTorch chunkwise
-path (``ops.mlstm.mlstm_chunkwise``) under autograd and differentiates that (correct, not fast).
-Reference in the tests: ``ops.mlstm.mlstm_naive_recurrent``.
+Backward (``backward="triton"``, the default). The stabilisers M_τ, m_c are treated as constants first; the
+output is invariant to them except through ``eps`` and through the final state, which is stored in stabilised
+units (C_T = e^{−m_T} × the true state), and those two paths are added back at the end.
+
+1. ``_mlstm_fwd_kernel`` with ``STATES_ONLY`` recomputes the states (C_c, n_c, m_c) entering every chunk
+   (B·H·NC·K·V fp32 in memory, no h; the state gradients below take as much again). M_τ, w0_τ, den_τ are
+   recomputed inside each backward kernel by the forward's own code (``_chunk_scores``): bit-identical.
+2. ``_mlstm_bwd_dstate_kernel``: reverse sweep over chunks with dC (K, BV), dn (K) in fp32 registers, storing
+   the gradient of the state leaving each chunk. With δ_τ = dh_τ·h_τ (torch, from the saved h),
+   dnum_τ = dh_τ / N_τ and dden_τ = −sign(den_τ) [|den_τ| > e^{−M_τ}] δ_τ / N_τ:
+
+       dC_c = e^{g+m_c−m_{c+1}} dC_{c+1} + Σ_τ w0_τ q̃_τ dnum_τᵀ,   dn_c = e^{g+m_c−m_{c+1}} dn_{c+1} + Σ_τ w0_τ dden_τ q̃_τ
+
+   starting from the incoming dC_T, dn_T; dC_0, dn_0 are the initial-state gradients.
+3. ``_mlstm_bwd_kernel``: every chunk in parallel, from the stored states and state gradients:
+
+       dA_τσ = P_τσ (dnum_τ·v_σ + dden_τ)                                      (σ <= τ)
+       dq̃_τ = Σ_σ dA_τσ k_σ + w0_τ (C_c dnum_τ + dden_τ n_c)
+       dk_σ = Σ_τ dA_τσ q̃_τ + e^{a_σ−m_{c+1}} (dC_{c+1} v_σ + dn_{c+1})
+       dv_σ = Σ_τ (q̃_τ·k_σ) P_τσ dnum_τ + e^{a_σ−m_{c+1}} dC_{c+1}ᵀ k_σ
+       dM_τ = −δ_τ eps / N_τ                                                   (the eps path of the stabiliser)
+
+4. Gates, in torch over (B, T, H) with global B_t = Σ_{j<=t} log f_j. At fixed stabilisers q, i and log f enter
+   only through q̃_t e^{B_t}, k_s e^{i_s − B_s} and e^{B_T} (final state), so
+
+       di_s = k_s·dk_s,   dB_t = q_t·dq_t − k_t·dk_t (+ ⟨C_T, dC_T⟩ + ⟨n_T, dn_T⟩ at t = T),
+       dm_0 = ⟨C_0, dC_0⟩ + ⟨n_0, dn_0⟩.
+
+   The stabiliser is M_t = B_t + R_t, R_t = max(m_0, max_{s<=t} (i_s − B_s)), and m_T = M_T. So dB_t += dM_t,
+   and dR_t = dM_t + [t = T](dm_T − ⟨C_T, dC_T⟩ − ⟨n_T, dn_T⟩) goes to the arg-max of R_t (``torch.cummax`` in
+   fp64): to m_0, or to i_s (+) and B_s (−). (At t = T the ⟨C_T, dC_T⟩ terms cancel in dB_T: net + dm_T.)
+   Then dlog f_j = Σ_{t>=j} dB_t (reverse cumsum, fp64) and df = dlog f · σ(−f) (sigmoid gate) or dlog f (exp).
+   This is the gradient autograd gives through the reference's max() stabilisers (ties excepted).
+
+``backward="torch"`` instead recomputes the forward with ``ops.mlstm.mlstm_chunkwise`` under autograd and
+differentiates that (kept for comparison).
 """
 
 from __future__ import annotations
@@ -27,14 +65,56 @@ from ._common import check_float, configs, dot_dtype, interpreting, next_pow2
 _CONFIGS = configs([triton.Config({"BV": bv}, num_warps=nw, num_stages=ns)
                     for bv in (32, 64, 128) for nw in (4, 8) for ns in (1, 2)],
                    triton.Config({"BV": 16}, num_warps=1, num_stages=1))
+_BWD_CONFIGS = configs([triton.Config({"BV": bv}, num_warps=nw, num_stages=1)
+                        for bv in (32, 64) for nw in (4, 8)],
+                       triton.Config({"BV": 16}, num_warps=1, num_stages=1))
+
+
+@triton.jit
+def _dot(a, b, DOT: tl.constexpr, IEEE: tl.constexpr):
+    """``a @ b`` with ``DOT`` operands and fp32 accumulation (``input_precision="ieee"`` for fp32 operands)."""
+    if IEEE:
+        r = tl.dot(a.to(DOT), b.to(DOT), input_precision="ieee")
+    else:
+        r = tl.dot(a.to(DOT), b.to(DOT))
+    return r
+
+
+@triton.jit
+def _segsum(phi, L: tl.constexpr):
+    """Stable segment sums of log f inside a chunk: F[τ, σ] = Σ_{σ<j<=τ} log f_j (a cumsum of the masked
+    (L, L) matrix, not b_τ − b_σ, which loses |b|·2^-24 when the forget gates are strong) and the suffix sums
+    s_σ = Σ_{j>σ} log f_j = g − b_σ."""
+    rl = tl.arange(0, L)
+    low = tl.where(rl[:, None] > rl[None, :], phi[:, None], 0.0)  # [j, σ]: log f_j for j > σ
+    return tl.cumsum(low, 0), tl.sum(low, 0)
+
+
+@triton.jit
+def _chunk_scores(q, k, ig, phi, b, m, n, L: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
+    """Intra-chunk quantities from q̃ (scaled), k, i, log f, b = cumsum(log f) and the entering (m, n):
+    P (L, L), S = (q̃ kᵀ) ⊙ P, w0 (L), den (L), M (L). Shared by the forward and both backward kernels so
+    that the backward sees bit-identical stabilisers."""
+    rl = tl.arange(0, L)
+    Fm, _ = _segsum(phi, L)
+    Dt = tl.where(rl[:, None] >= rl[None, :], Fm + ig[None, :], float("-inf"))  # (L, L) D̃
+    init = b + m  # (L,)
+    M = tl.maximum(tl.max(Dt, 1), init)  # (L,)
+    P = tl.exp(Dt - M[:, None])  # (L, L), 0 above the diagonal
+    S = _dot(q, tl.trans(k), DOT, IEEE) * P
+    w0 = tl.exp(init - M)  # (L,)
+    den = tl.sum(S, 1) + w0 * tl.sum(q * n[None, :], 1)
+    return P, S, w0, den, M
 
 
 @triton.autotune(configs=_CONFIGS, key=["K", "V", "L"])
 @triton.jit
 def _mlstm_fwd_kernel(q_ptr, k_ptr, v_ptr, i_ptr, f_ptr, C0_ptr, n0_ptr, m0_ptr, h_ptr, C_ptr, n_ptr, m_ptr,
-                      T, H, K, V, scale, eps,
+                      Cc_ptr, nc_ptr, mc_ptr, T, H, K, V, scale, eps,
                       L: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, HAS_STATE: tl.constexpr,
-                      DOT: tl.constexpr, IEEE: tl.constexpr):
+                      STATES_ONLY: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
+    # STATES_ONLY (backward's recompute): skip h; store the state entering every chunk into Cc (B·H, NC, K, V),
+    # nc (B·H, NC, K), mc (B·H, NC + 1) (mc[NC] = final m)
     pid_bh = tl.program_id(0).to(tl.int64)
     pid_v = tl.program_id(1)
     bi = pid_bh // H
@@ -44,7 +124,7 @@ def _mlstm_fwd_kernel(q_ptr, k_ptr, v_ptr, i_ptr, f_ptr, C0_ptr, n0_ptr, m0_ptr,
     rl = tl.arange(0, L)
     mk = rk < K
     mv = rv < V
-    causal = rl[:, None] >= rl[None, :]  # [τ, σ]
+    NC = tl.cdiv(T, L)
 
     st_base = pid_bh * K * V  # (B, H, K, V)
     if HAS_STATE:
@@ -59,8 +139,13 @@ def _mlstm_fwd_kernel(q_ptr, k_ptr, v_ptr, i_ptr, f_ptr, C0_ptr, n0_ptr, m0_ptr,
     for c0 in range(0, T, L):
         tok = c0 + rl
         mt = tok < T
+        if STATES_ONLY:
+            cc = pid_bh * NC + c0 // L
+            tl.store(Cc_ptr + cc * K * V + rk[:, None] * V + rv[None, :], C, mask=mk[:, None] & mv[None, :])
+            if pid_v == 0:
+                tl.store(nc_ptr + cc * K + rk, n, mask=mk)
+                tl.store(mc_ptr + pid_bh * (NC + 1) + c0 // L, m)
         qk_off = (bi * T + tok[:, None]) * (H * K) + hi * K + rk[None, :]  # (L, BK) into (B, T, H, K)
-        q = tl.load(q_ptr + qk_off, mask=mt[:, None] & mk[None, :], other=0.0).to(tl.float32) * scale
         k = tl.load(k_ptr + qk_off, mask=mt[:, None] & mk[None, :], other=0.0).to(tl.float32)
         v_off = (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :]  # (L, BV) into (B, T, H, V)
         v = tl.load(v_ptr + v_off, mask=mt[:, None] & mv[None, :], other=0.0)
@@ -70,33 +155,19 @@ def _mlstm_fwd_kernel(q_ptr, k_ptr, v_ptr, i_ptr, f_ptr, C0_ptr, n0_ptr, m0_ptr,
 
         b = tl.cumsum(phi, 0)  # (L,) b_τ
         g = tl.sum(phi, 0)  # b_L
-        Dt = tl.where(causal, b[:, None] - b[None, :] + ig[None, :], float("-inf"))  # (L, L)
-        init = b + m  # (L,)
-        M = tl.maximum(tl.max(Dt, 1), init)  # (L,)
-        if IEEE:
-            qk = tl.dot(q.to(DOT), tl.trans(k.to(DOT)), input_precision="ieee")
-        else:
-            qk = tl.dot(q.to(DOT), tl.trans(k.to(DOT)))
-        S = qk * tl.exp(Dt - M[:, None])  # (L, L), 0 above the diagonal
-        w0 = tl.exp(init - M)  # (L,)
-        if IEEE:
-            num = tl.dot(S.to(DOT), v.to(DOT), input_precision="ieee")
-            num += w0[:, None] * tl.dot(q.to(DOT), C.to(DOT), input_precision="ieee")
-        else:
-            num = tl.dot(S.to(DOT), v.to(DOT))
-            num += w0[:, None] * tl.dot(q.to(DOT), C.to(DOT))
-        den = tl.sum(S, 1) + w0 * tl.sum(q * n[None, :], 1)
-        hv = num / (tl.maximum(tl.abs(den), tl.exp(-M)) + eps)[:, None]
-        tl.store(h_ptr + v_off, hv.to(h_ptr.dtype.element_ty), mask=mt[:, None] & mv[None, :])
+        if not STATES_ONLY:
+            q = tl.load(q_ptr + qk_off, mask=mt[:, None] & mk[None, :], other=0.0).to(tl.float32) * scale
+            _, S, w0, den, M = _chunk_scores(q, k, ig, phi, b, m, n, L, DOT, IEEE)
+            num = _dot(S, v, DOT, IEEE) + w0[:, None] * _dot(q, C, DOT, IEEE)
+            hv = num / (tl.maximum(tl.abs(den), tl.exp(-M)) + eps)[:, None]
+            tl.store(h_ptr + v_off, hv.to(h_ptr.dtype.element_ty), mask=mt[:, None] & mv[None, :])
 
-        a = g - b + ig  # (L,): log weight of token σ in the chunk-end state (−inf for missing tokens)
+        _, suf = _segsum(phi, L)
+        a = suf + ig  # (L,) g − b_σ + i_σ: log weight of token σ in the chunk-end state (−inf for missing tokens)
         m_new = tl.maximum(g + m, tl.max(a, 0))
         fC = tl.exp(g + m - m_new)
         kw = k * tl.exp(a - m_new)[:, None]  # (L, BK)
-        if IEEE:
-            C = fC * C + tl.dot(tl.trans(kw.to(DOT)), v.to(DOT), input_precision="ieee")
-        else:
-            C = fC * C + tl.dot(tl.trans(kw.to(DOT)), v.to(DOT))
+        C = fC * C + _dot(tl.trans(kw), v, DOT, IEEE)
         n = fC * n + tl.sum(kw, 0)
         m = m_new
 
@@ -104,44 +175,254 @@ def _mlstm_fwd_kernel(q_ptr, k_ptr, v_ptr, i_ptr, f_ptr, C0_ptr, n0_ptr, m0_ptr,
     if pid_v == 0:  # n and m do not depend on the value block: one program writes them
         tl.store(n_ptr + pid_bh * K + rk, n, mask=mk)
         tl.store(m_ptr + pid_bh, m)
+        if STATES_ONLY:
+            tl.store(mc_ptr + pid_bh * (NC + 1) + NC, m)
 
 
-def _forward(q, k, v, ig, phi, state, chunk, eps):
+@triton.jit
+def _dnum_dden(den, M, delta, eps):
+    """1 / N_τ and ∂loss/∂den_τ at fixed M (δ_τ = dh_τ·h_τ); dnum_τ = dh_τ / N_τ."""
+    lb = tl.exp(-M)
+    inv = 1.0 / (tl.maximum(tl.abs(den), lb) + eps)
+    sgn = tl.where(den > 0, 1.0, tl.where(den < 0, -1.0, 0.0))
+    dden = tl.where(tl.abs(den) > lb, -sgn * delta * inv, 0.0)
+    return inv, dden
+
+
+@triton.autotune(configs=_CONFIGS, key=["K", "V", "L"])
+@triton.jit
+def _mlstm_bwd_dstate_kernel(q_ptr, k_ptr, i_ptr, f_ptr, dh_ptr, delta_ptr, nc_ptr, mc_ptr, dCT_ptr, dnT_ptr,
+                             dCc_ptr, dnc_ptr, dC0_ptr, dn0_ptr, T, H, K, V, scale, eps,
+                             L: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT: tl.constexpr,
+                             IEEE: tl.constexpr):
+    """Reverse sweep: dCc[c], dnc[c] = ∂loss/∂(state leaving chunk c);
+    dC_c = e^{g+m_c−m_{c+1}} dC_{c+1} + Σ_τ w0_τ q̃_τ dnum_τᵀ,  dn_c = e^{g+m_c−m_{c+1}} dn_{c+1} + Σ_τ w0_τ dden_τ q̃_τ."""
+    pid_bh = tl.program_id(0).to(tl.int64)
+    pid_v = tl.program_id(1)
+    bi = pid_bh // H
+    hi = pid_bh % H
+    rk = tl.arange(0, BK)
+    rv = pid_v * BV + tl.arange(0, BV)
+    rl = tl.arange(0, L)
+    mk = rk < K
+    mv = rv < V
+    sm = mk[:, None] & mv[None, :]
+    st = rk[:, None] * V + rv[None, :]  # (BK, BV) within one (K, V) state
+    dC = tl.load(dCT_ptr + pid_bh * K * V + st, mask=sm, other=0.0)
+    dn = tl.load(dnT_ptr + pid_bh * K + rk, mask=mk, other=0.0)
+    NC = tl.cdiv(T, L)
+    for j in range(NC):
+        c = NC - 1 - j
+        cc = pid_bh * NC + c
+        tl.store(dCc_ptr + cc * K * V + st, dC, mask=sm)
+        if pid_v == 0:
+            tl.store(dnc_ptr + cc * K + rk, dn, mask=mk)
+        tok = c * L + rl
+        mt = tok < T
+        km = mt[:, None] & mk[None, :]
+        qk_off = (bi * T + tok[:, None]) * (H * K) + hi * K + rk[None, :]
+        q = tl.load(q_ptr + qk_off, mask=km, other=0.0).to(tl.float32) * scale
+        k = tl.load(k_ptr + qk_off, mask=km, other=0.0).to(tl.float32)
+        g_off = (bi * T + tok) * H + hi
+        ig = tl.load(i_ptr + g_off, mask=mt, other=float("-inf"))
+        phi = tl.load(f_ptr + g_off, mask=mt, other=0.0)
+        delta = tl.load(delta_ptr + g_off, mask=mt, other=0.0)
+        m = tl.load(mc_ptr + pid_bh * (NC + 1) + c)
+        m_next = tl.load(mc_ptr + pid_bh * (NC + 1) + c + 1)
+        n = tl.load(nc_ptr + cc * K + rk, mask=mk, other=0.0)
+        b = tl.cumsum(phi, 0)
+        g = tl.sum(phi, 0)
+        _, _, w0, den, M = _chunk_scores(q, k, ig, phi, b, m, n, L, DOT, IEEE)
+        inv, dden = _dnum_dden(den, M, delta, eps)
+        dh = tl.load(dh_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :],
+                     mask=mt[:, None] & mv[None, :], other=0.0).to(tl.float32)
+        qw = q * w0[:, None]  # (L, BK)
+        fC = tl.exp(g + m - m_next)
+        dC = fC * dC + _dot(tl.trans(qw), dh * inv[:, None], DOT, IEEE)
+        dn = fC * dn + tl.sum(qw * dden[:, None], 0)
+    tl.store(dC0_ptr + pid_bh * K * V + st, dC, mask=sm)
+    if pid_v == 0:
+        tl.store(dn0_ptr + pid_bh * K + rk, dn, mask=mk)
+
+
+@triton.autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
+@triton.jit
+def _mlstm_bwd_kernel(q_ptr, k_ptr, v_ptr, i_ptr, f_ptr, dh_ptr, delta_ptr, Cc_ptr, nc_ptr, mc_ptr, dCc_ptr, dnc_ptr,
+                      dq_ptr, dk_ptr, dv_ptr, dM_ptr, T, H, K, V, scale, eps,
+                      L: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
+    """One program per (chunk, batch·head): dq, dk (fp32), dv and the eps-path stabiliser gradient dM of the chunk
+    from the stored entering states (C_c, n_c, m_c) and the gradients of the leaving state (dC_{c+1}, dn_{c+1})."""
+    c = tl.program_id(0)
+    pid_bh = tl.program_id(1).to(tl.int64)
+    bi = pid_bh // H
+    hi = pid_bh % H
+    NC = tl.cdiv(T, L)
+    cc = pid_bh * NC + c
+    rk = tl.arange(0, BK)
+    rvb = tl.arange(0, BV)
+    rl = tl.arange(0, L)
+    mk = rk < K
+    tok = c * L + rl
+    mt = tok < T
+    km = mt[:, None] & mk[None, :]
+    qk_off = (bi * T + tok[:, None]) * (H * K) + hi * K + rk[None, :]  # (L, BK)
+    vrow = (bi * T + tok[:, None]) * (H * V) + hi * V  # (L, 1)
+    g_off = (bi * T + tok) * H + hi  # (L,)
+
+    q = tl.load(q_ptr + qk_off, mask=km, other=0.0).to(tl.float32) * scale
+    k = tl.load(k_ptr + qk_off, mask=km, other=0.0).to(tl.float32)
+    ig = tl.load(i_ptr + g_off, mask=mt, other=float("-inf"))
+    phi = tl.load(f_ptr + g_off, mask=mt, other=0.0)
+    delta = tl.load(delta_ptr + g_off, mask=mt, other=0.0)
+    m = tl.load(mc_ptr + pid_bh * (NC + 1) + c)
+    m_next = tl.load(mc_ptr + pid_bh * (NC + 1) + c + 1)
+    n = tl.load(nc_ptr + cc * K + rk, mask=mk, other=0.0)
+    dn_next = tl.load(dnc_ptr + cc * K + rk, mask=mk, other=0.0)
+    b = tl.cumsum(phi, 0)
+    P, S, w0, den, M = _chunk_scores(q, k, ig, phi, b, m, n, L, DOT, IEEE)
+    inv, dden = _dnum_dden(den, M, delta, eps)
+    _, suf = _segsum(phi, L)
+    ka = tl.exp(suf + ig - m_next)  # (L,) weight of k_σ v_σᵀ in the leaving state (0 for missing tokens)
+
+    dA = tl.zeros([L, L], dtype=tl.float32)  # Σ_v dnum_τv v_σv
+    dqi = tl.zeros([L, BK], dtype=tl.float32)  # C_c dnum_τ
+    dki = tl.zeros([L, BK], dtype=tl.float32)  # dC_{c+1} v_σ
+    for v0 in range(0, V, BV):
+        rv = v0 + rvb
+        mv = rv < V
+        vm = mt[:, None] & mv[None, :]
+        soff = cc * K * V + rk[:, None] * V + rv[None, :]  # (BK, BV)
+        sm = mk[:, None] & mv[None, :]
+        vv = tl.load(v_ptr + vrow + rv[None, :], mask=vm, other=0.0).to(tl.float32)  # (L, BV)
+        dnum = tl.load(dh_ptr + vrow + rv[None, :], mask=vm, other=0.0).to(tl.float32) * inv[:, None]
+        Cp = tl.load(Cc_ptr + soff, mask=sm, other=0.0)  # state entering the chunk
+        dCn = tl.load(dCc_ptr + soff, mask=sm, other=0.0)  # gradient of the state leaving it
+        dA += _dot(dnum, tl.trans(vv), DOT, IEEE)
+        dqi += _dot(dnum, tl.trans(Cp), DOT, IEEE)
+        dki += _dot(vv, tl.trans(dCn), DOT, IEEE)
+        dv = _dot(tl.trans(S), dnum, DOT, IEEE) + ka[:, None] * _dot(k, dCn, DOT, IEEE)
+        tl.store(dv_ptr + vrow + rv[None, :], dv.to(dv_ptr.dtype.element_ty), mask=vm)
+
+    dA = P * (dA + dden[:, None])  # (L, L), 0 above the diagonal
+    dq = _dot(dA, k, DOT, IEEE) + w0[:, None] * (dqi + dden[:, None] * n[None, :])
+    dk = _dot(tl.trans(dA), q, DOT, IEEE) + ka[:, None] * (dki + dn_next[None, :])
+    tl.store(dq_ptr + qk_off, dq * scale, mask=km)
+    tl.store(dk_ptr + qk_off, dk, mask=km)
+    tl.store(dM_ptr + g_off, -delta * eps * inv, mask=mt)
+
+
+def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only):
     B, T, H, K = q.shape
     V = v.shape[-1]
     dev = q.device
-    h = torch.empty(B, T, H, V, device=dev, dtype=v.dtype)
+    NC = triton.cdiv(T, chunk)
     C = torch.empty(B, H, K, V, device=dev, dtype=torch.float32)
     n = torch.empty(B, H, K, device=dev, dtype=torch.float32)
     m = torch.empty(B, H, device=dev, dtype=torch.float32)
+    if states_only:
+        h = C  # not written
+        Cc = torch.empty(B * H, NC, K, V, device=dev, dtype=torch.float32)
+        nc = torch.empty(B * H, NC, K, device=dev, dtype=torch.float32)
+        mc = torch.empty(B * H, NC + 1, device=dev, dtype=torch.float32)
+    else:
+        h = torch.empty(B, T, H, V, device=dev, dtype=v.dtype)
+        Cc, nc, mc = C, n, m  # not written
     C0, n0, m0 = (C, n, m) if state is None else state
     dt = dot_dtype(q.dtype)
     grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
-    _mlstm_fwd_kernel[grid](q, k, v, ig, phi, C0, n0, m0, h, C, n, m, T, H, K, V, K ** -0.5, eps,
-                            L=chunk, BK=next_pow2(K), HAS_STATE=state is not None, DOT=dt,
-                            IEEE=dt == tl.float32)
-    return h, C, n, m
+    _mlstm_fwd_kernel[grid](q, k, v, ig, phi, C0, n0, m0, h, C, n, m, Cc, nc, mc, T, H, K, V, K ** -0.5, eps,
+                            L=chunk, BK=next_pow2(K), HAS_STATE=state is not None, STATES_ONLY=states_only,
+                            DOT=dt, IEEE=dt == tl.float32)
+    return (C, n, m, Cc, nc, mc) if states_only else (h, C, n, m)
+
+
+def _forward(q, k, v, ig, phi, state, chunk, eps):
+    return _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=False)
+
+
+def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forget_gate):
+    """Triton backward (module docstring, steps 1-4). ``ig, phi`` fp32 (B, T, H); returns fp32
+    dq, dk, di, df, dC0, dn0, dm0 and dv in v's dtype (the state gradients are None without a state)."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    dev = q.device
+    BK = next_pow2(K)
+    dt = dot_dtype(q.dtype)
+    ieee = dt == tl.float32
+    scale = K ** -0.5
+    NC = triton.cdiv(T, chunk)
+    CT, nT, mT, Cc, nc, mc = _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=True)
+
+    dh = dh.contiguous()
+    delta = (dh.float() * h.float()).sum(-1).contiguous()  # (B, T, H) δ_τ = dh_τ·h_τ
+    dCT = torch.zeros_like(CT) if dCT is None else dCT.float().contiguous()
+    dnT = torch.zeros_like(nT) if dnT is None else dnT.float().contiguous()
+    dCc = torch.empty_like(Cc)
+    dnc = torch.empty_like(nc)
+    dC0 = torch.empty_like(CT)
+    dn0 = torch.empty_like(nT)
+    grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
+    _mlstm_bwd_dstate_kernel[grid](q, k, ig, phi, dh, delta, nc, mc, dCT, dnT, dCc, dnc, dC0, dn0, T, H, K, V,
+                                   scale, eps, L=chunk, BK=BK, DOT=dt, IEEE=ieee)
+    dq = torch.empty(B, T, H, K, device=dev, dtype=torch.float32)
+    dk = torch.empty_like(dq)
+    dv = torch.empty_like(v)
+    dM = torch.empty(B, T, H, device=dev, dtype=torch.float32)
+    _mlstm_bwd_kernel[(NC, B * H)](q, k, v, ig, phi, dh, delta, Cc, nc, mc, dCc, dnc, dq, dk, dv, dM, T, H, K, V,
+                                   scale, eps, L=chunk, BK=BK, DOT=dt, IEEE=ieee)
+
+    # gates (docstring step 4): at fixed stabilisers, then the arg-max route of M_t = B_t + R_t
+    di = (k.float() * dk).sum(-1)  # (B, T, H)
+    dB = (q.float() * dq).sum(-1) - di + dM
+    dR = dM.clone()
+    dm_T = torch.zeros_like(mT) if dmT is None else dmT.float()
+    dB[:, -1] += dm_T
+    dR[:, -1] += dm_T - (CT * dCT).sum((-2, -1)) - (nT * dnT).sum(-1)
+    Bg = phi.double().cumsum(1)  # (B, T, H) global cumsum of log f
+    m0 = torch.zeros(B, H, device=dev, dtype=torch.float64) if state is None else state[2].double()
+    cand = torch.cat([m0[:, None], ig.double() - Bg], 1)  # (B, T + 1, H): index 0 = m_0, s + 1 = token s
+    src = torch.zeros(B, T + 1, H, device=dev, dtype=torch.float32).scatter_add_(1, cand.cummax(1).indices[:, 1:], dR)
+    di += src[:, 1:]
+    dB -= src[:, 1:]
+    dphi = dB.double().flip(1).cumsum(1).flip(1).float()  # dlog f_j = Σ_{t>=j} dB_t
+    df = dphi * torch.sigmoid(-f.float()) if forget_gate == "sigmoid" else dphi
+    if state is None:
+        return dq, dk, dv, di, df, None, None, None
+    C0, n0, _ = state
+    dm0 = (C0 * dC0).sum((-2, -1)) + (n0 * dn0).sum(-1) + src[:, 0]
+    return dq, dk, dv, di, df, dC0, dn0, dm0
 
 
 class MLSTMTriton(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate):
+    def forward(ctx, q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate, backward_impl):
         from ..ops.mlstm.common import log_forget
 
         state = None if C0 is None else (C0, n0, m0)
         ig = i.float().contiguous()
         phi = log_forget(f.float(), forget_gate).contiguous()
         h, C, n, m = _forward(q, k, v, ig, phi, state, chunk, eps)
-        ctx.save_for_backward(q, k, v, i, f, C0, n0, m0)
-        ctx.cfg = (chunk, eps, forget_gate)
+        if backward_impl == "triton":
+            ctx.save_for_backward(q, k, v, i, f, C0, n0, m0, ig, phi, h)
+        else:
+            ctx.save_for_backward(q, k, v, i, f, C0, n0, m0)
+        ctx.cfg = (chunk, eps, forget_gate, backward_impl)
         return h, C, n, m
 
     @staticmethod
     def backward(ctx, dh, dC, dn, dm):
-        # recompute with the PyTorch chunkwise path and differentiate it (no Triton backward yet)
+        chunk, eps, forget_gate, backward_impl = ctx.cfg
+        if backward_impl == "triton":
+            q, k, v, i, f, C0, n0, m0, ig, phi, h = ctx.saved_tensors
+            state = None if C0 is None else (C0, n0, m0)
+            grads = _backward(q, k, v, ig, phi, f, state, h, dh, dC, dn, dm, chunk, eps, forget_gate)
+            ins = (q, k, v, i, f, C0, n0, m0)
+            out = [None if (gr is None or not ctx.needs_input_grad[j]) else gr.to(ins[j].dtype)
+                   for j, gr in enumerate(grads)]
+            return (*out, None, None, None, None)
+        # "torch": recompute with the PyTorch chunkwise path and differentiate it
         from ..ops.mlstm.chunkwise import mlstm_chunkwise
 
-        chunk, eps, forget_gate = ctx.cfg
         saved = ctx.saved_tensors
         with torch.enable_grad():
             ins = [None if t is None else t.detach().requires_grad_(ctx.needs_input_grad[j])
@@ -153,18 +434,23 @@ class MLSTMTriton(torch.autograd.Function):
             grads = torch.autograd.grad((h, C, n, m), wrt, (dh, dC, dn, dm), allow_unused=True)
         it = iter(grads)
         out = [next(it) if (t is not None and t.requires_grad) else None for t in ins]
-        return (*out, None, None, None)
+        return (*out, None, None, None, None)
 
 
 def mlstm_triton(q, k, v, i, f, state=None, chunk_size: int | None = None, eps: float = 1e-6,
-                 forget_gate: str = "sigmoid"):
+                 forget_gate: str = "sigmoid", backward: str = "triton"):
     """Same contract as ``ops.mlstm.mlstm``: ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)``,
     ``state = (C, n, m)`` or None -> ``h (B, T, H, V)`` in v's dtype and the final state in fp32.
 
     ``chunk_size`` must be a power of two >= 16 (default 64 on the GPU, 16 under the interpreter).
+    ``backward``: ``"triton"`` (the kernels above, default) or ``"torch"`` (recompute with
+    ``ops.mlstm.mlstm_chunkwise`` under autograd). Gradients flow to q, k, v, i, f and the initial state
+    (C, n, m); the final m may also carry a gradient.
     """
     from ..ops.mlstm.common import check_inputs
 
+    if backward not in ("triton", "torch"):
+        raise ValueError(f"mlstm_triton: backward must be 'triton' or 'torch', got {backward!r}")
     check_inputs(q, k, v, i, f, state, forget_gate, eps)
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_float(name, t)
@@ -173,5 +459,5 @@ def mlstm_triton(q, k, v, i, f, state=None, chunk_size: int | None = None, eps: 
         raise ValueError(f"mlstm_triton: chunk_size must be a power of two >= 16, got {chunk}")
     q, k, v, i, f = (t.contiguous() for t in (q, k, v, i, f))
     C0, n0, m0 = (None, None, None) if state is None else (s.float().contiguous() for s in state)
-    h, C, n, m = MLSTMTriton.apply(q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate)
+    h, C, n, m = MLSTMTriton.apply(q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate, backward)
     return h, (C, n, m)

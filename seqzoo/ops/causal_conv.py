@@ -5,6 +5,13 @@
 The state is the last k-1 inputs ``(B, k-1, C)``; prepending it makes a split sequence equal the whole.
 ``causal_conv1d`` uses ``F.conv1d``; ``causal_conv1d_naive`` is the loop it is tested against.
 
+Implementations (``impl=``): ``"torch"`` (``F.conv1d``; with ``segment_pos`` k-1 masked multiply-adds),
+``"naive"`` (the reference loop), ``"triton"`` (``seqzoo/kernels/conv.py: causal_conv1d_triton``: one fwd and one
+bwd Triton kernel, document masking exact in-kernel, fp32 accumulation) and ``"auto"`` (the default: Triton for
+CUDA tensors of float32/float16/bfloat16 when triton is importable, torch otherwise; the interpreter is never
+chosen by "auto"). triton is imported only when the Triton path runs. ``activation="silu"`` applies SiLU to y
+(fused into the kernel on the Triton path).
+
 Document masking (Griffin, spec/griffin.md §3.1): with ``segment_pos (B, T)`` (0 where a document starts),
 the tap at lag s (input x_{t-s}) is dropped when a document starts in ``(t-s, t]``, so no information crosses
 a document start. The returned buffer has entries from before a document start inside it zeroed, which
@@ -15,6 +22,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+IMPLS = ("auto", "torch", "naive", "triton")
+ACTIVATIONS = (None, "silu")
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None,
@@ -60,17 +70,45 @@ def _tap_keep(csum: torch.Tensor, s: int, T: int, k: int) -> torch.Tensor:
     return cur == lag
 
 
+def _auto_triton(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
+    """"auto" picks Triton for CUDA float32/float16/bfloat16 tensors when triton is importable (not interpreted)."""
+    floats = (torch.float32, torch.float16, torch.bfloat16)
+    if not x.is_cuda or any(t is not None and (t.dtype not in floats or t.device != x.device) for t in (x, *others)):
+        return False
+    from ..kernels import usable_on
+
+    return usable_on(x.device)
+
+
 def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
                   state: torch.Tensor | None = None,
-                  segment_pos: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  segment_pos: torch.Tensor | None = None, impl: str = "auto",
+                  activation: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``x (B, T, C)``, ``weight (C, k)`` -> ``y (B, T, C)``, new state ``(B, k-1, C)``.
 
     ``segment_pos (B, T)`` (optional) masks taps across document starts (see the module docstring).
+    ``impl``: "auto" | "torch" | "naive" | "triton" (module docstring); ``activation``: None | "silu".
     """
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if impl == "triton" or (impl == "auto" and _auto_triton(x, weight, bias, state)):
+        from ..kernels.conv import causal_conv1d_triton
+
+        return causal_conv1d_triton(x, weight, bias, state, segment_pos, activation=activation)
+    if impl == "naive":
+        return causal_conv1d_naive(x, weight, bias, state, segment_pos, activation=activation)
+    y, new_state = _causal_conv1d_torch(x, weight, bias, state, segment_pos)
+    return (F.silu(y) if activation == "silu" else y), new_state
+
+
+def _causal_conv1d_torch(x, weight, bias, state, segment_pos):
     k = _check(x, weight, state, segment_pos)
     xs = _with_history(x, state, k)
     if segment_pos is None:
-        y = F.conv1d(xs.transpose(1, 2), weight.unsqueeze(1).to(x.dtype), bias, groups=x.shape[-1])  # (B, C, T)
+        b = None if bias is None else bias.to(x.dtype)  # as the weight (fp32 parameters, 16-bit x)
+        y = F.conv1d(xs.transpose(1, 2), weight.unsqueeze(1).to(x.dtype), b, groups=x.shape[-1])  # (B, C, T)
         return y.transpose(1, 2), _new_state(xs, k, None)
     csum = _starts_cumsum(segment_pos, k)
     T = x.shape[1]
@@ -84,8 +122,15 @@ def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     return y, _new_state(xs, k, csum)
 
 
-def causal_conv1d_naive(x, weight, bias=None, state=None, segment_pos=None):
-    """Reference loop over taps (and, with ``segment_pos``, over time steps and lags)."""
+def causal_conv1d_naive(x, weight, bias=None, state=None, segment_pos=None, activation=None):
+    """Reference loop over taps (and, with ``segment_pos``, over time steps and lags); ``activation``: None | "silu"."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    y, buf = _causal_conv1d_naive(x, weight, bias, state, segment_pos)
+    return (F.silu(y) if activation == "silu" else y), buf
+
+
+def _causal_conv1d_naive(x, weight, bias, state, segment_pos):
     k = _check(x, weight, state, segment_pos)
     xs = _with_history(x, state, k)
     T = x.shape[1]

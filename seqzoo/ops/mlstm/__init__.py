@@ -24,7 +24,7 @@ def mlstm(q, k, v, i, f, state=None, impl: str = "auto", chunk_size: int = 64, e
         raise ValueError(f"mlstm: impl must be one of {IMPLS}, got {impl!r}")
     if impl == "auto":
         impl = "recurrent" if q.shape[1] == 1 else "chunkwise"
-    if impl == "triton":  # seqzoo/kernels/mlstm.py (Triton forward; backward recomputes with mlstm_chunkwise)
+    if impl == "triton":  # seqzoo/kernels/mlstm.py (Triton forward and backward)
         from ...kernels.mlstm import mlstm_triton
 
         pow2 = chunk_size >= 16 and chunk_size & (chunk_size - 1) == 0

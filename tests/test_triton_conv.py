@@ -1,0 +1,213 @@
+"""Triton depthwise causal conv (seqzoo/kernels/conv.py) against ``ops.causal_conv.causal_conv1d_naive`` in fp64.
+
+On CPU the kernels run under TRITON_INTERPRET=1 (set by conftest.py) at tiny shapes; the real-shape tests need CUDA.
+Every comparison starts from the same rounded inputs: the reference runs in fp64 on the values the kernel sees.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from seqzoo.kernels import usable_on
+from seqzoo.ops.causal_conv import causal_conv1d, causal_conv1d_naive
+
+CUDA = torch.cuda.is_available()
+DEV = "cuda" if CUDA else "cpu"
+if not usable_on(DEV):
+    pytest.skip("triton kernels cannot run here (no CUDA and TRITON_INTERPRET unset)", allow_module_level=True)
+
+TOL = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 3e-2}
+
+
+def _inputs(B, T, C, k, dtype, state=True, bias=True, seg=None, seed=0, device=DEV):
+    """x, state in ``dtype``; weight, bias in fp32 (the mixers' parameters); segment_pos with starts."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(B, T, C, generator=g).to(device, dtype)
+    w = (torch.randn(C, k, generator=g) / k ** 0.5).to(device)
+    b = torch.randn(C, generator=g).to(device) if bias else None
+    s = torch.randn(B, k - 1, C, generator=g).to(device, dtype) if state else None
+    sp = None
+    if seg:
+        starts = torch.rand(B, T, generator=g) < seg  # a start where True: segment_pos 0
+        starts[0, 0] = True  # a start at t = 0 (the state is cut off)
+        if T > 2:
+            starts[-1, T - 2:] = True  # two adjacent starts at the end (the returned buffer is zeroed)
+        sp = torch.where(starts, 0, 1 + torch.arange(T).expand(B, T)).to(device)
+    return x, w, b, s, sp
+
+
+def _run(fn, x, w, b, s, sp, gy, gs, dtype_ref=None, **kw):
+    """Output, new state and gradients of (x, w, b, s) for the loss <y, gy> + <state, gs>."""
+    cast = (lambda t: t.detach().to(dtype_ref)) if dtype_ref else (lambda t: t.detach())
+    leaves = [None if t is None else cast(t).requires_grad_(True) for t in (x, w, b, s)]
+    y, ns = fn(*leaves, segment_pos=sp, **kw)
+    loss = (y.double() * gy).sum() + (ns.double() * gs).sum()
+    req = [t for t in leaves if t is not None]
+    grads = iter(torch.autograd.grad(loss, req))
+    return y, ns, [None if t is None else next(grads) for t in leaves]
+
+
+def _close(name, got, ref, tol):
+    assert got.shape == ref.shape, (name, got.shape, ref.shape)
+    err = (got.double() - ref).abs().max().item() if ref.numel() else 0.0
+    bound = tol * max(1.0, ref.abs().max().item() if ref.numel() else 0.0)
+    assert err <= bound, f"{name}: max |error| {err:.3g} > {bound:.3g}"
+
+
+def _compare(B, T, C, k, dtype, state=True, bias=True, seg=None, activation=None, seed=0):
+    x, w, b, s, sp = _inputs(B, T, C, k, dtype, state, bias, seg, seed)
+    g = torch.Generator(device="cpu").manual_seed(seed + 1)
+    gy = torch.randn(B, T, C, generator=g, dtype=torch.float64).to(DEV)
+    gs = torch.randn(B, k - 1, C, generator=g, dtype=torch.float64).to(DEV)
+    y, ns, grads = _run(causal_conv1d, x, w, b, s, sp, gy, gs, impl="triton", activation=activation)
+    y_r, ns_r, grads_r = _run(causal_conv1d_naive, x, w, b, s, sp, gy, gs, dtype_ref=torch.float64,
+                              activation=activation)
+    tol = TOL[dtype]
+    assert y.dtype == dtype and ns.dtype == dtype
+    _close("y", y, y_r, tol)
+    _close("new state", ns, ns_r, 0.0)  # a copy of (rounded) inputs, zeroed before starts: exact
+    for name, got, ref, leaf in zip(("dx", "dweight", "dbias", "dstate"), grads, grads_r, (x, w, b, s)):
+        if leaf is None:
+            assert got is None
+            continue
+        assert got.dtype == leaf.dtype, name
+        _close(name, got, ref, 3 * tol)
+    # the returned state is exactly what the torch path returns
+    _, ns_t = causal_conv1d(x, w, b, s, segment_pos=sp, impl="torch")
+    assert torch.equal(ns, ns_t)
+
+
+@pytest.mark.parametrize("T", [1, 3, 7, 16, 33])
+@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("with_state_bias", [True, False])
+def test_fp32_matches_naive(T, k, with_state_bias):
+    C = 4 if T % 2 else 12
+    _compare(2, T, C, k, torch.float32, state=with_state_bias, bias=with_state_bias, seed=T * 10 + k)
+
+
+@pytest.mark.parametrize("state,bias", [(True, False), (False, True)])
+def test_fp32_state_xor_bias(state, bias):
+    _compare(2, 7, 12, 4, torch.float32, state=state, bias=bias)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("T,C,k", [(7, 12, 4), (33, 4, 2)])
+def test_half_matches_naive(dtype, T, C, k):
+    _compare(2, T, C, k, dtype, seed=T)
+
+
+@pytest.mark.parametrize("T,k", [(7, 2), (7, 4), (16, 4), (33, 3)])
+def test_document_masking(T, k):
+    _compare(3, T, 12, k, torch.float32, seg=0.25, seed=T + k)
+
+
+def test_document_masking_bf16_no_state():
+    _compare(2, 16, 4, 4, torch.bfloat16, state=False, seg=0.3)
+
+
+@pytest.mark.parametrize("seg", [None, 0.3])
+def test_fused_silu(seg):
+    _compare(2, 9, 12, 4, torch.float32, seg=seg, activation="silu", seed=5)
+
+
+def test_kernel_size_one_and_eight():
+    _compare(2, 5, 4, 1, torch.float32)
+    _compare(2, 11, 4, 8, torch.float32, seg=0.2)
+
+
+def test_several_backward_programs_along_t(monkeypatch):
+    """T = 33 split over three backward programs (16 steps each): per-program dweight / dbias partials summed,
+    dstate from the first program only."""
+    from seqzoo.kernels import conv
+
+    monkeypatch.setattr(conv, "_TP_MAX", conv._TP_UNIT)
+    _compare(2, 3 * conv._TP_UNIT - 15, 12, 4, torch.float32, seg=0.2, seed=9)
+
+
+@pytest.mark.parametrize("seg", [None, 0.25])
+def test_split_equals_whole(seg):
+    """Carrying the returned state across calls equals one call on the whole sequence (also with documents)."""
+    x, w, b, s, sp = _inputs(2, 19, 12, 4, torch.float32, seg=seg, seed=3)
+    y, ns = causal_conv1d(x, w, b, s, segment_pos=sp, impl="triton")
+    ys, st = [], s
+    for lo, hi in ((0, 1), (1, 3), (3, 10), (10, 19)):  # pieces shorter than k-1 included
+        yi, st = causal_conv1d(x[:, lo:hi], w, b, st, segment_pos=None if sp is None else sp[:, lo:hi], impl="triton")
+        ys.append(yi)
+    torch.testing.assert_close(torch.cat(ys, 1), y, rtol=0, atol=1e-6)
+    assert torch.equal(st, ns)
+
+
+def test_strided_inputs_and_parameter_layout():
+    """Callers pass views (Griffin: ``conv.weight.t()``); non-contiguous x / weight give the same result."""
+    x, w, b, s, _ = _inputs(2, 7, 12, 4, torch.float32)
+    x_nc = x.transpose(1, 2).contiguous().transpose(1, 2)
+    w_nc = w.t().contiguous().t()
+    assert not x_nc.is_contiguous() and not w_nc.is_contiguous()
+    y, ns = causal_conv1d(x_nc, w_nc, b, s, impl="triton")
+    y_r, ns_r = causal_conv1d(x, w, b, s, impl="torch")
+    torch.testing.assert_close(y, y_r, rtol=1e-5, atol=1e-5)
+    assert torch.equal(ns, ns_r)
+
+
+def test_bad_inputs():
+    x, w, b, s, _ = _inputs(2, 5, 4, 4, torch.float32)
+    with pytest.raises(TypeError):
+        causal_conv1d(x.double(), w.double(), impl="triton")
+    with pytest.raises(ValueError, match="conv state"):
+        causal_conv1d(x, w, b, s[:, :2], impl="triton")
+    with pytest.raises(ValueError, match="weight"):
+        causal_conv1d(x, w[:3], b, impl="triton")
+    with pytest.raises(ValueError, match="bias"):
+        causal_conv1d(x, w, b[:3], impl="triton")
+    with pytest.raises(ValueError, match="segment_pos"):
+        causal_conv1d(x, w, segment_pos=torch.ones(2, 4, dtype=torch.long, device=DEV), impl="triton")
+    with pytest.raises(ValueError, match="T >= 1"):
+        causal_conv1d(x[:, :0], w, impl="triton")
+    with pytest.raises(ValueError, match="kernel sizes"):
+        causal_conv1d(x, torch.ones(4, 17, device=DEV), impl="triton")
+    with pytest.raises(ValueError, match="impl"):
+        causal_conv1d(x, w, impl="cuda")
+    with pytest.raises(ValueError, match="activation"):
+        causal_conv1d(x, w, impl="triton", activation="gelu")
+
+
+def test_auto_dispatch_and_lazy_import():
+    """"auto" on CPU tensors is the torch path (never the interpreter); importing seqzoo does not import triton."""
+    x, w, b, s, _ = _inputs(2, 6, 4, 4, torch.float32, device="cpu")
+    for got, ref in zip(causal_conv1d(x, w, b, s), causal_conv1d(x, w, b, s, impl="torch")):
+        assert torch.equal(got, ref)
+    for impl in ("naive", "torch"):
+        y, _ = causal_conv1d(x, w, b, s, impl=impl, activation="silu")
+        torch.testing.assert_close(y, torch.nn.functional.silu(causal_conv1d(x, w, b, s, impl=impl)[0]))
+    code = ("import sys, torch, seqzoo, seqzoo.ops.causal_conv as c; "
+            "c.causal_conv1d(torch.randn(1, 3, 2), torch.randn(2, 4)); assert 'triton' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------------------------------------ CUDA only
+@pytest.mark.skipif(not CUDA, reason="real shapes need CUDA")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("seg", [None, 0.001])
+def test_real_shape_cuda(dtype, seg):
+    """B = 8, T = 4096, C = 2048, k = 4 (Griffin's §2.1 shape) against the fp64 reference (vectorised: naive is
+    a per-tap sum without documents; with documents the torch path in fp64, itself tested against naive)."""
+    B, T, C, k = 8, 4096, 2048, 4
+    x, w, b, s, sp = _inputs(B, T, C, k, dtype, seg=seg, seed=11)
+    g = torch.Generator(device="cpu").manual_seed(12)
+    gy = torch.randn(B, T, C, generator=g, dtype=torch.float64).to(DEV)
+    gs = torch.randn(B, k - 1, C, generator=g, dtype=torch.float64).to(DEV)
+    y, ns, grads = _run(causal_conv1d, x, w, b, s, sp, gy, gs, impl="triton")
+    ref = causal_conv1d_naive if sp is None else (lambda *a, **kw: causal_conv1d(*a, impl="torch", **kw))
+    y_r, ns_r, grads_r = _run(ref, x, w, b, s, sp, gy, gs, dtype_ref=torch.float64)
+    tol = TOL[dtype]
+    _close("y", y, y_r, tol)
+    _close("new state", ns, ns_r, 0.0)
+    for name, got, r in zip(("dx", "dweight", "dbias", "dstate"), grads, grads_r):
+        # dweight / dbias sum B·T = 32K terms: relative to their scale
+        _close(name, got, r, 3 * tol if name in ("dx", "dstate") else 1e-4 if dtype == torch.float32 else 1e-2)
