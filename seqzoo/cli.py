@@ -17,6 +17,7 @@ EPILOG = """examples:
   seqzoo eval --run runs/mqar
   seqzoo generate --run runs/shakespeare --prompt "ROMEO:" --max-new-tokens 200 --temperature 0.8 --top-k 40
   seqzoo bench --mixers attention,local_attention --lengths 256,512,1024,2048 --out results/bench
+  seqzoo bench --suite models --out results/bench-models   # whole models per family: tokens/s, memory, decode
   seqzoo list presets
 """
 
@@ -187,18 +188,31 @@ def cmd_zoo(args) -> int:
 
 
 # -------------------------------------------------------------------------- bench
-def cmd_bench(args) -> int:
-    from .bench import format_table, run_mixer_bench
+BENCH_OUT = {"mixers": "results/bench", "models": "results/bench-models", "decode": "results/bench-decode"}
 
+
+def cmd_bench(args) -> int:
+    out = args.out or BENCH_OUT[args.suite]
+    if args.suite in ("models", "decode"):
+        from .bench.models import run_from_args
+
+        args.out = out
+        args.threads = 1 if args.threads is None else args.threads
+        rows = run_from_args(args, train=args.suite == "models", decode=True)
+        return 0 if all("error" not in r for r in rows) else 1
+    from .bench import format_table, run_mixer_bench
+    from .bench.models import _check_lengths
+
+    lengths = _check_lengths((args.lengths or "256,512,1024,2048").split(","), "--lengths")
     modes: Any = args.modes if args.modes in ("default", "all") else args.modes.split(",")
     rows = run_mixer_bench(
-        mixers=args.mixers.split(","), lengths=[int(t) for t in args.lengths.split(",")], modes=modes,
+        mixers=args.mixers.split(","), lengths=lengths, modes=modes,
         d_model=args.d_model, batch=args.batch, baseline=args.baseline or None, device=args.device,
         dtype=args.dtype, backward=not args.no_backward, timeout=args.timeout, threads=args.threads,
-        mixer_kwargs=json.loads(args.mixer_kwargs) if args.mixer_kwargs else None, out_dir=args.out,
+        mixer_kwargs=json.loads(args.mixer_kwargs) if args.mixer_kwargs else None, out_dir=out,
         progress=not args.no_progress)
     print(format_table(rows))
-    print(f"\nresults: {args.out}/bench.csv, bench.json, bench.png")
+    print(f"\nresults: {out}/bench.csv, bench.json, bench.png")
     return 0
 
 
@@ -298,23 +312,44 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(fn=cmd_zoo)
 
-    s = sub.add_parser("bench", help="time and peak memory vs sequence length, as ratios to attention",
-                       description="Measure forward and forward+backward time and peak memory of mixers (and their "
-                       "modes) vs sequence length. Ratios are against --baseline measured in the same run.")
-    s.add_argument("--mixers", default="attention,local_attention", help="comma-separated mixer names")
-    s.add_argument("--modes", default="default", help="'default', 'all', or comma-separated mode names")
-    s.add_argument("--lengths", default="256,512,1024,2048")
-    s.add_argument("--d-model", type=int, default=64)
-    s.add_argument("--batch", type=int, default=1)
-    s.add_argument("--mixer-kwargs", help='JSON: {"mixer": {kwarg: value}}')
-    s.add_argument("--baseline", default="attention", help="mixer the ratios refer to ('' for none)")
-    s.add_argument("--device", default="cpu")
-    s.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
-    s.add_argument("--threads", type=int, help="torch CPU threads per measurement")
+    s = sub.add_parser("bench", help="benchmarks vs sequence length, as ratios to attention in the same run",
+                       description="Three suites; every figure is also a ratio to the attention baseline measured in the same run.\n"
+                       "  mixers (default): forward and forward+backward time and peak memory of mixers (and their\n"
+                       "      modes) vs sequence length -> bench.csv, bench.json, bench.png\n"
+                       "  models: whole models of each family (SDPA transformer, GateLoop, xLSTM[1:0], xLSTM[7:1],\n"
+                       "      Hawk, Griffin): training tokens/s and peak memory vs context length at a fixed token\n"
+                       "      budget per step (forward + backward + the trainer's AdamW), then decode ms/token and\n"
+                       "      carried-state size vs context -> models.csv, models.json, config.json, models.png\n"
+                       "  decode: the decode points of 'models' only\n"
+                       "On CPU every point runs in a fresh process (its own peak memory; a timeout is recorded as an\n"
+                       "error); on CUDA points run in-process (max_memory_allocated, CUDA events, bf16 autocast).",
+                       epilog="examples:\n"
+                       "  seqzoo bench --mixers attention,local_attention --lengths 256,512,1024,2048\n"
+                       "  seqzoo bench --suite models                          # CPU: small models, T 128..1024\n"
+                       "  seqzoo bench --suite models --device cuda            # GPU: ~125M models, T 2k..16k\n"
+                       "  seqzoo bench --suite decode --families hawk,griffin --decode-lengths 1024,4096,16384",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--suite", default="mixers", choices=["mixers", "models", "decode"],
+                   help="what to measure (default: mixers)")
+    s.add_argument("--lengths", help="comma-separated sequence lengths (default: 256,512,1024,2048 for mixers; "
+                   "models: 128,256,512,1024 at --size small, 2048,4096,8192,16384 at --size 125m)")
+    s.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (models on CUDA: bf16 autocast)")
+    s.add_argument("--threads", type=int, help="torch CPU threads per measurement (models suite default: 1)")
     s.add_argument("--timeout", type=float, default=300.0, help="seconds per point before it is recorded as a timeout")
-    s.add_argument("--no-backward", action="store_true", help="forward only")
-    s.add_argument("--out", default="results/bench")
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--out", help="output folder (default: results/bench, results/bench-models or results/bench-decode)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g = s.add_argument_group("mixers suite")
+    g.add_argument("--mixers", default="attention,local_attention", help="comma-separated mixer names")
+    g.add_argument("--modes", default="default", help="'default', 'all', or comma-separated mode names")
+    g.add_argument("--d-model", type=int, default=64)
+    g.add_argument("--batch", type=int, default=1)
+    g.add_argument("--mixer-kwargs", help='JSON: {"mixer": {kwarg: value}}')
+    g.add_argument("--baseline", default="attention", help="mixer the ratios refer to ('' for none)")
+    g.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
+    g.add_argument("--no-backward", action="store_true", help="forward only")
+    from .bench.models import add_arguments
+
+    add_arguments(s.add_argument_group("models and decode suites"))
     s.set_defaults(fn=cmd_bench)
 
     s = sub.add_parser("experiment", help="run a registered experiment (see `seqzoo list experiments`)",

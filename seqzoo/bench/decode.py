@@ -32,20 +32,32 @@ def state_bytes(states: list[Any]) -> int:
     """Bytes of every tensor held by the per-layer states."""
     total = 0
     for s in states:
-        fields = vars(s).values() if hasattr(s, "__dict__") else (s if isinstance(s, (tuple, list)) else [s])
-        for t in fields:
-            if torch.is_tensor(t):
-                total += t.numel() * t.element_size()
+        for t in _state_tensors(s):
+            total += t.numel() * t.element_size()
     return total
+
+
+def _state_tensors(s: Any) -> list[torch.Tensor]:
+    """The tensors of one layer's state: a bare tensor (GateLoop's complex S), a tuple / list, or an object's fields."""
+    if torch.is_tensor(s):
+        return [s]
+    if isinstance(s, (tuple, list)):
+        fields = s
+    elif hasattr(s, "__dict__"):
+        fields = vars(s).values()
+    else:
+        fields = []
+    return [t for t in fields if torch.is_tensor(t)]
 
 
 @torch.no_grad()
 def states_at(model, context_len: int, batch: int = 1, seed: int = 0) -> list[Any]:
     """Per-layer states as after ``context_len`` tokens (see the module docstring)."""
     g = torch.Generator().manual_seed(seed)
+    dev = next(model.parameters()).device
     windows = [getattr(b.mixer, "window", None) for b in model.blocks]
     prompt = min(context_len, max([w + 1 for w in windows if w] + [8]))
-    ids = torch.randint(0, model.config.vocab_size, (batch, prompt), generator=g)
+    ids = torch.randint(0, model.config.vocab_size, (batch, prompt), generator=g).to(dev)
     states = model(ids).states
     out = []
     for s in states:
@@ -54,8 +66,8 @@ def states_at(model, context_len: int, batch: int = 1, seed: int = 0) -> list[An
             window_full = any(w is not None and S >= w for w in windows) and S < prompt
             if not window_full and S < context_len:  # global attention: the cache holds every past token
                 extra = context_len - S
-                k = torch.cat([torch.randn(batch, extra, *s.k.shape[2:], generator=g, dtype=s.k.dtype), s.k], 1)
-                v = torch.cat([torch.randn(batch, extra, *s.v.shape[2:], generator=g, dtype=s.v.dtype), s.v], 1)
+                k = torch.cat([torch.randn(batch, extra, *s.k.shape[2:], generator=g).to(s.k), s.k], 1)
+                v = torch.cat([torch.randn(batch, extra, *s.v.shape[2:], generator=g).to(s.v), s.v], 1)
             else:
                 k, v = s.k, s.v
             s = KVCache(k=k, v=v, pos=torch.full_like(s.pos, context_len), seg=None)
@@ -65,12 +77,16 @@ def states_at(model, context_len: int, batch: int = 1, seed: int = 0) -> list[An
 
 @torch.no_grad()
 def decode_latency(model, states: list[Any], steps: int = 20, warmup: int = 3) -> float:
-    """Median seconds per decoded token, carrying the states."""
-    tok = torch.zeros(states_batch(states), 1, dtype=torch.long)
+    """Median seconds per decoded token, carrying the states (on CUDA: synchronised around each step)."""
+    dev = next(model.parameters()).device
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    tok = torch.zeros(states_batch(states), 1, dtype=torch.long, device=dev)
     times = []
     for i in range(warmup + steps):
+        sync()
         t0 = time.perf_counter()
         out = model(tok, states=states)
+        sync()
         dt = time.perf_counter() - t0
         states = out.states
         tok = out.logits[:, -1].argmax(-1, keepdim=True)
@@ -81,10 +97,17 @@ def decode_latency(model, states: list[Any], steps: int = 20, warmup: int = 3) -
 
 def states_batch(states: list[Any]) -> int:
     for s in states:
-        for t in vars(s).values():
-            if torch.is_tensor(t):
-                return t.shape[0]
+        for t in _state_tensors(s):
+            return t.shape[0]
     return 1
+
+
+def decode_point(model, context_len: int, batch: int = 1, steps: int = 20, seed: int = 0) -> dict[str, Any]:
+    """One (model, context length) point: median ms per decoded token and the carried state's size."""
+    states = states_at(model, int(context_len), int(batch), seed)
+    sec = decode_latency(model, states, steps=int(steps))
+    nbytes = state_bytes(states)
+    return {"ms_per_token": round(sec * 1e3, 3), "state_mb": round(nbytes / 2 ** 20, 4), "state_bytes": nbytes}
 
 
 def run_decode_bench(out_dir: Path, presets: str = "hawk-tiny,griffin-tiny,mqa-tiny",

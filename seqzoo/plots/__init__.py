@@ -84,3 +84,38 @@ def plot_lines(xs_by_label: dict[str, tuple[list, list]], path: Path, xlabel: st
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_models(rows: list[dict[str, Any]], path: Path, title: str = "", labels: dict[str, str] | None = None) -> None:
+    """Model benchmark (``bench/models.py``): training tokens/s and peak memory vs T, decode ms/token and carried
+    state vs context; one line per family. Rows with an error are left out."""
+    plt = _plt()
+    labels = labels or {}
+    panels = [("train", "tokens_per_s", "training tokens / s", "context length T (training)"),
+              ("train", "peak_mem_mb", "peak memory above model + batch, MB", "context length T (training)"),
+              ("decode", "ms_per_token", "decode ms / token (batch 1, median)", "context length (tokens before decoding)"),
+              ("decode", "state_mb", "carried state, MB (batch 1)", "context length (tokens before decoding)")]
+    panels = [p for p in panels if any(r.get("bench") == p[0] and r.get(p[1]) is not None for r in rows)]
+    if not panels:
+        return
+    ncols = 2
+    nrows = (len(panels) + 1) // 2
+    fig, axes = plt.subplots(nrows, ncols, figsize=(11, 4.0 * nrows), squeeze=False)
+    for ax, (bench, key, ylabel, xlabel) in zip(axes.flat, panels):
+        for fam in dict.fromkeys(r["family"] for r in rows):
+            rs = sorted((r for r in rows if r["family"] == fam and r.get("bench") == bench and r.get(key) is not None),
+                        key=lambda r: r["T"])
+            if rs:
+                ax.plot([r["T"] for r in rs], [max(r[key], 1e-4) for r in rs], marker="o", label=labels.get(fam, fam))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,531 @@
+"""``seqzoo bench --suite models``: model-level training throughput, peak memory and decode cost per family.
+
+For every family (SDPA transformer baseline, GateLoop, xLSTM[1:0], xLSTM[7:1], Hawk, Griffin) at one size and
+every context length T, one point is a few **training steps** of the trainer (``forward_logits`` +
+``scored_loss_sum`` + backward + gradient clipping + the trainer's AdamW from ``train/optim.py``) on a batch of
+``tokens // T`` random sequences (a fixed token budget per step), giving
+
+* ``tokens_per_s`` = tokens per step / median step time, and ``step_ms``;
+* ``peak_mem_mb`` = peak memory during the steps above what the model and batch held before the first step
+  (gradients, AdamW moments, activations), and ``total_peak_mb`` (the absolute peak: CUDA
+  ``max_memory_allocated``, CPU the process's peak resident set).
+
+A second set of points measures **decoding** after a context of L tokens with ``bench/decode.py``
+(``decode_point``): median ms per decoded token (batch 1) and the bytes of the carried state.
+
+Every figure is also given as ``<field>_ratio`` to the transformer at the same T, measured in the same run.
+On CPU each point runs in a fresh process (``python -m seqzoo.bench.models --point '<json>'``, 1 torch thread) so
+the peak resident set is that point's own, and a point that runs past ``timeout`` is recorded as an error. On
+CUDA the points run in this process under bf16 autocast, timed with CUDA events.
+
+Sizes: ``small`` (CPU: d_model 64, 4 layers / 8 xLSTM blocks, byte vocab) and ``125m`` (GPU: d_model 768,
+12 layers / 24 xLSTM blocks, GPT-2 vocab padded to 50304, tied embeddings; parameter counts in config.json).
+
+    python -m seqzoo.bench.models --out results/bench-models                          # CPU, small, T 128..1024
+    python -m seqzoo.bench.models --device cuda --out results/bench-models-125m       # GPU, 125M, T 2k..16k
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import json
+import math
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+FAMILIES: dict[str, str] = {
+    "transformer": "Transformer (SDPA)",
+    "gateloop": "GateLoop",
+    "xlstm10": "xLSTM[1:0]",
+    "xlstm71": "xLSTM[7:1]",
+    "hawk": "Hawk",
+    "griffin": "Griffin",
+}
+BASELINE = "transformer"
+SIZES = ("small", "125m")
+# d_model, layers (xLSTM stacks have twice as many blocks: its blocks have no separate MLP), vocab, local window
+SHAPES: dict[str, dict[str, int]] = {
+    "small": {"d_model": 64, "n_layers": 4, "vocab_size": 256, "window": 128},
+    "125m": {"d_model": 768, "n_layers": 12, "vocab_size": 50304, "window": 1024},
+}
+DEFAULTS: dict[str, dict[str, Any]] = {  # per size: lengths, token budget per step, steps
+    "small": {"lengths": [128, 256, 512, 1024], "tokens": 2048, "steps": 3, "warmup": 1, "decode_steps": 20},
+    "125m": {"lengths": [2048, 4096, 8192, 16384], "tokens": 32768, "steps": 10, "warmup": 3, "decode_steps": 50},
+}
+TRAIN_FIELDS = ("tokens_per_s", "step_ms", "peak_mem_mb", "total_peak_mb")
+DECODE_FIELDS = ("ms_per_token", "state_mb")
+COLUMNS = ("bench", "family", "T", "batch", "tokens_per_step", "params", *TRAIN_FIELDS, *DECODE_FIELDS,
+           *(f"{f}_ratio" for f in TRAIN_FIELDS + DECODE_FIELDS), "error")
+
+
+# ----------------------------------------------------------------------------------------- configurations
+def _round_up(x: float, multiple: int) -> int:
+    return int(math.ceil(x / multiple) * multiple)
+
+
+def family_config(family: str, size: str = "small", **shape: int):
+    """The ``ModelConfig`` of ``family`` at ``size``; ``shape`` overrides d_model / n_layers / vocab_size / window.
+
+    Every family uses tied embeddings and the same vocabulary. Transformer: RoPE MHA (head dim 64, 16 below
+    d_model 256) + GELU MLP ×4, as ``transformer-125m``. GateLoop: max heads (d_h = 1, the paper's setting),
+    GELU MLP ×4 with biases, transition projections with their own lr / no weight decay (Table 4). xLSTM: the
+    NeurIPS stacks of ``xlstm10-125m`` / ``xlstm71-125m`` (2 × n_layers blocks, 4 heads; [7:1] puts sLSTM at the
+    paper's blocks 3 and 20 for 24 blocks, else at every 8th block from 3). Hawk / Griffin: the Griffin paper's
+    100M shape (D_RNN = 4/3 D, MQA heads of 128, 16 gate blocks, window 1024; at small sizes heads of 16,
+    4 gate blocks).
+    """
+    from ..models.config import ModelConfig
+    from ..models.presets.gateloop import gateloop_config
+    from ..models.presets.griffin import griffin_config
+    from ..models.presets.xlstm import SLSTM_AT_24, xlstm_config
+
+    check_family(family)
+    if size not in SHAPES:
+        raise ValueError(f"size: unknown size {size!r}; choose one of {list(SHAPES)}")
+    unknown = set(shape) - set(SHAPES[size])
+    if unknown:
+        raise ValueError(f"unknown shape override(s) {sorted(unknown)}; known: {sorted(SHAPES[size])}")
+    s = {**SHAPES[size], **{k: int(v) for k, v in shape.items()}}
+    for k, v in s.items():
+        if v <= 0:
+            raise ValueError(f"{k} must be a positive int, got {v}")
+    D, L, V, W = s["d_model"], s["n_layers"], s["vocab_size"], s["window"]
+    if family == "transformer":
+        hd = 64 if D >= 256 else 16
+        return ModelConfig(vocab_size=V, d_model=D, n_layers=L, pattern=["attention"],
+                           mixer_kwargs={"attention": {"n_heads": max(1, D // hd)}}, mlp="gelu", mlp_ratio=4.0,
+                           norm="layernorm", tie_embeddings=True)
+    if family == "gateloop":
+        return gateloop_config(V, D, L, 4 * D, transition_lr=1e-4, transition_weight_decay=0.0).replace(
+            tie_embeddings=True)
+    if family in ("xlstm10", "xlstm71"):
+        n = 2 * L
+        at: list[int] = []
+        if family == "xlstm71":
+            at = list(SLSTM_AT_24) if n == 24 else [i for i in range(n) if i % 8 == 3] or [n - 1]
+        return xlstm_config(D, n, at, vocab_size=V, mlstm_heads=4, slstm_heads=4).replace(tie_embeddings=True)
+    hd = 128 if D >= 512 else 16
+    nb = 16 if D >= 512 else 4
+    return griffin_config(family, V, D, _round_up(4 * D / 3, nb), L, max(1, D // hd), head_dim=hd, n_blocks=nb,
+                          window=W)
+
+
+def count_params(config) -> int:
+    """Parameters of a ``LanguageModel(config)`` built on the meta device (no memory, any size)."""
+    import torch
+
+    from ..models.lm import LanguageModel
+
+    with torch.device("meta"):
+        return LanguageModel(config).num_parameters()
+
+
+def check_family(family: str) -> None:
+    if family not in FAMILIES:
+        raise ValueError(f"families: unknown family {family!r}; known families: {list(FAMILIES)}")
+
+
+def _check_lengths(values: Iterable[Any], name: str) -> list[int]:
+    out = []
+    for v in values:
+        try:
+            n = int(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: expected positive integers, got {v!r}") from None
+        if n <= 0 or n != float(v):
+            raise ValueError(f"{name}: must be positive integers, got {v!r}")
+        out.append(n)
+    if not out:
+        raise ValueError(f"{name}: give at least one length")
+    return out
+
+
+def parse_list(text: str | Iterable[Any] | None, name: str) -> list[str]:
+    if text is None:
+        return []
+    items = text.split(",") if isinstance(text, str) else list(text)
+    return [str(i).strip() for i in items if str(i).strip()]
+
+
+# ------------------------------------------------------------------------------------------- one point
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+
+
+def train_point(config: dict[str, Any], T: int, batch: int, steps: int = 3, warmup: int = 1, device: str = "cpu",
+                threads: int | None = None, seed: int = 0, lr: float = 1e-3, timeout: float | None = None,
+                measure_memory: bool = True) -> dict[str, Any]:
+    """``warmup`` + ``steps`` training steps of the trainer on ``batch`` random sequences of length ``T``."""
+    import torch
+
+    from ..eval.evaluate import forward_logits, scored_loss_sum
+    from ..models.config import ModelConfig
+    from ..models.lm import LanguageModel
+    from ..train.config import TrainConfig
+    from ..train.optim import build_optimizer
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    torch.manual_seed(seed)
+    cfg = ModelConfig.from_dict(config)
+    model = LanguageModel(cfg).to(dev).train()
+    tcfg = TrainConfig(lr=lr, warmup_steps=0, steps=max(1, steps + warmup), device=device)
+    optimizer = build_optimizer(model, tcfg)
+    amp = torch.bfloat16 if cuda else None
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, cfg.vocab_size, (batch, T + 1), generator=g)
+    x, y = ids[:, :-1].contiguous().to(dev), ids[:, 1:].contiguous().to(dev)
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
+            logits = forward_logits(model, x)
+        loss_sum, n = scored_loss_sum(logits, y)
+        loss = loss_sum / max(1, n)
+        loss.backward()
+        if tcfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
+        optimizer.step()
+        return loss.detach()
+
+    if cuda:
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        base = torch.cuda.memory_allocated(dev)
+    else:
+        base = _rss_mb()
+    times: list[float] = []
+    loss = None
+    for i in range(warmup + steps):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            loss = step()
+            end.record()
+            torch.cuda.synchronize(dev)
+            dt = start.elapsed_time(end) / 1e3
+        else:
+            t0 = time.perf_counter()
+            loss = step()
+            dt = time.perf_counter() - t0
+        if i >= warmup:
+            times.append(dt)
+        if timeout and i == 0 and dt * (warmup + steps) > timeout:  # in-process: no child to kill, so estimate
+            raise TimeoutError(f"timeout > {timeout:.0f}s (estimated: first step took {dt:.1f}s)")
+    sec = statistics.median(times)
+    out: dict[str, Any] = {"step_ms": sec * 1e3, "tokens_per_s": batch * T / sec, "loss": float(loss),
+                           "params": model.num_parameters()}
+    if cuda:
+        peak = torch.cuda.max_memory_allocated(dev)
+        out["peak_mem_mb"] = (peak - base) / 2 ** 20
+        out["total_peak_mb"] = peak / 2 ** 20
+    elif measure_memory:
+        out["peak_mem_mb"] = max(0.0, _rss_mb() - base)
+        out["total_peak_mb"] = _rss_mb()
+    return out
+
+
+def decode_bench_point(config: dict[str, Any], T: int, steps: int = 20, device: str = "cpu",
+                       threads: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """Decode latency and carried-state size after ``T`` tokens, via ``bench/decode.py: decode_point``."""
+    import torch
+
+    from ..models.config import ModelConfig
+    from ..models.lm import LanguageModel
+    from .decode import decode_point
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    dev = torch.device(device)
+    torch.manual_seed(seed)
+    model = LanguageModel(ModelConfig.from_dict(config)).to(dev).eval()
+    amp = torch.bfloat16 if dev.type == "cuda" else None
+    with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
+        res = decode_point(model, T, batch=1, steps=steps, seed=seed)
+    return {**res, "params": model.num_parameters()}
+
+
+def run_point(spec: dict[str, Any]) -> dict[str, Any]:
+    spec = dict(spec)
+    kind = spec.pop("bench")
+    return train_point(**spec) if kind == "train" else decode_bench_point(**spec)
+
+
+def _measure(spec: dict[str, Any], isolate: bool, timeout: float) -> dict[str, Any]:
+    """One point, in a fresh process (CPU: per-point peak RSS, a hard timeout) or in this process (CUDA)."""
+    if not isolate:
+        try:
+            if spec["bench"] == "train":
+                spec = {**spec, "timeout": timeout, "measure_memory": spec["device"].startswith("cuda")}
+            return run_point(spec)
+        except Exception as e:  # noqa: BLE001 - e.g. CUDA out of memory: recorded, the sweep goes on
+            return {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        finally:
+            _free(spec["device"])
+    try:
+        proc = subprocess.run([sys.executable, "-m", "seqzoo.bench.models", "--point", json.dumps(spec)],
+                              check=False, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout > {timeout:g}s"}
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _free(device: str) -> None:
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------------------------------------- the sweep
+def run_model_bench(families: Iterable[str] | str | None = None, lengths: Iterable[int] | str | None = None,
+                    size: str | None = None, device: str = "cpu", tokens: int | None = None,
+                    steps: int | None = None, warmup: int | None = None, decode_lengths: Iterable[int] | str | None = None,
+                    decode_steps: int | None = None, train: bool = True, decode: bool = True,
+                    threads: int | None = 1, timeout: float = 300.0, isolate: bool | None = None,
+                    shape: dict[str, int] | None = None, seed: int = 0, out_dir: str | Path | None = None,
+                    progress: bool = True) -> list[dict[str, Any]]:
+    """Training throughput / peak memory and decode latency / state size of each family vs context length.
+
+    ``size`` defaults to "small" on CPU and "125m" on CUDA; ``lengths``, ``tokens`` (per step), ``steps``,
+    ``warmup``, ``decode_steps`` default per size (``DEFAULTS``); ``decode_lengths`` default to ``lengths``.
+    ``isolate`` (default: on CPU) runs each point in a fresh process; in-process CPU points report no memory.
+    ``shape`` overrides d_model / n_layers / vocab_size / window of the size (tests use tiny shapes).
+    """
+    fams = parse_list(families, "families") or list(FAMILIES)
+    for f in fams:
+        check_family(f)
+    if BASELINE not in fams:
+        fams = [BASELINE, *fams]
+    fams = list(dict.fromkeys(fams))
+    if not isinstance(device, str) or not (device == "cpu" or device.startswith("cuda")):
+        raise ValueError(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
+    cuda = device.startswith("cuda")
+    size = size or ("125m" if cuda else "small")
+    if size not in SIZES:
+        raise ValueError(f"size: unknown size {size!r}; choose one of {list(SIZES)}")
+    d = DEFAULTS[size]
+    Ts = _check_lengths(parse_list(lengths, "lengths") or d["lengths"], "lengths")
+    Ls = _check_lengths(parse_list(decode_lengths, "decode_lengths") or Ts, "decode_lengths")
+    tokens = d["tokens"] if tokens is None else tokens
+    steps = d["steps"] if steps is None else steps
+    warmup = d["warmup"] if warmup is None else warmup
+    decode_steps = d["decode_steps"] if decode_steps is None else decode_steps
+    for name, v, lo in (("tokens", tokens, 1), ("steps", steps, 1), ("warmup", warmup, 0),
+                        ("decode_steps", decode_steps, 1)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"{name}: must be an int >= {lo}, got {v!r}")
+    if timeout is None or timeout <= 0:
+        raise ValueError(f"timeout: must be > 0 seconds, got {timeout!r}")
+    if not (train or decode):
+        raise ValueError("nothing to measure: train and decode are both off")
+    isolate = (not cuda) if isolate is None else bool(isolate)
+    configs = {f: family_config(f, size, **(shape or {})) for f in fams}
+    params = {f: count_params(c) for f, c in configs.items()}
+
+    todo: list[dict[str, Any]] = []
+    if train:
+        for T in Ts:
+            B = max(1, tokens // T)
+            for f in fams:
+                todo.append({"bench": "train", "family": f, "config": configs[f].to_dict(), "T": T, "batch": B,
+                             "steps": steps, "warmup": warmup, "device": device, "threads": threads, "seed": seed})
+    if decode:
+        for T in Ls:
+            for f in fams:
+                todo.append({"bench": "decode", "family": f, "config": configs[f].to_dict(), "T": T,
+                             "steps": decode_steps, "device": device, "threads": threads, "seed": seed})
+    rows: list[dict[str, Any]] = []
+    bar = tqdm(todo, desc=f"models ({size}, {device})", disable=not progress)
+    for spec in bar:
+        bar.set_postfix_str(f"{spec['bench']} {spec['family']} T={spec['T']}")
+        point = {k: v for k, v in spec.items() if k != "family"}
+        res = _measure(point, isolate, timeout)
+        row = {"bench": spec["bench"], "family": spec["family"], "T": spec["T"], "params": params[spec["family"]]}
+        if spec["bench"] == "train":
+            row.update(batch=spec["batch"], tokens_per_step=spec["batch"] * spec["T"])
+        else:
+            row.update(batch=1)
+        res.pop("params", None)
+        row.update(res)
+        rows.append(row)
+    add_ratios(rows)
+    if out_dir is not None:
+        meta = {"suite": "models", "size": size, "device": device, "amp": "bf16 autocast" if cuda else "fp32",
+                "baseline": BASELINE, "lengths": Ts if train else [], "decode_lengths": Ls if decode else [],
+                "tokens_per_step": tokens, "steps": steps, "warmup": warmup, "decode_steps": decode_steps,
+                "decode_batch": 1, "threads": threads, "isolated_points": isolate, "timeout_s": timeout,
+                "seed": seed, "shape_overrides": shape or {},
+                "memory": ("CUDA max_memory_allocated" if cuda else
+                           "peak RSS of a fresh process per point" if isolate else "not measured (in-process CPU)"),
+                "optimizer": "trainer's AdamW (train/optim.py: build_optimizer, TrainConfig defaults, "
+                             "grad_clip 1.0), forward_logits + scored_loss_sum",
+                "families": {f: {"label": FAMILIES[f], "params": params[f], "config": configs[f].to_dict()}
+                             for f in fams},
+                "configs_125m": configs_125m(), "environment": environment(threads)}
+        write_results(rows, Path(out_dir), meta)
+    return rows
+
+
+def configs_125m() -> dict[str, dict[str, Any]]:
+    """The ~125M configuration of every family with its parameter count (meta device: no memory used)."""
+    out = {}
+    for f, label in FAMILIES.items():
+        cfg = family_config(f, "125m")
+        n = count_params(cfg)
+        out[f] = {"label": label, "params": n, "params_m": round(n / 1e6, 2),
+                  "non_embedding_params": n - cfg.vocab_size * cfg.d_model, "config": cfg.to_dict()}
+    return out
+
+
+def environment(threads: int | None) -> dict[str, Any]:
+    import torch
+
+    env = {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
+           "cpu_count": os.cpu_count(), "torch_threads_per_point": threads,
+           "load_avg_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None}
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name()
+    return env
+
+
+def add_ratios(rows: list[dict[str, Any]], baseline: str = BASELINE) -> None:
+    """``<field>_ratio`` = value / the baseline family's value at the same (bench, T) of the same run."""
+    base = {(r["bench"], r["T"]): r for r in rows if r["family"] == baseline and "error" not in r}
+    for r in rows:
+        b = base.get((r["bench"], r["T"]))
+        for f in TRAIN_FIELDS + DECODE_FIELDS:
+            if b is not None and r.get(f) is not None and b.get(f):
+                r[f"{f}_ratio"] = r[f] / b[f]
+
+
+def write_results(rows: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
+    from ..plots import plot_models
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (out / "models.json").write_text(json.dumps({"meta": {k: v for k, v in meta.items() if k not in
+                                                         ("families", "configs_125m")}, "rows": rows}, indent=2) + "\n")
+    with open(out / "models.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    title = f"{meta['size']} models, {meta['device']}, {meta['tokens_per_step']} tokens/step; decode batch 1"
+    plot_models(rows, out / "models.png", title=title, labels=FAMILIES)
+
+
+def _fmt(v: Any, fmt: str) -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def format_model_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown tables: training (tokens/s, peak memory, ratios) and decode (ms/token, state, ratios)."""
+    out = []
+    train = [r for r in rows if r["bench"] == "train"]
+    if train:
+        out += [("| family | T | batch | params | step ms | tokens/s | peak MB | tokens/s ÷ transformer | "
+                 "peak MB ÷ transformer |"), "|" + "---|" * 9]
+        for r in train:
+            name = FAMILIES.get(r["family"], r["family"])
+            if "error" in r:
+                out.append(f"| {name} | {r['T']} | {r['batch']} | {r['params'] / 1e6:.3g}M | {r['error']} | | | | |")
+                continue
+            out.append(f"| {name} | {r['T']} | {r['batch']} | {r['params'] / 1e6:.3g}M | {_fmt(r.get('step_ms'), '{:.1f}')} | "
+                       f"{_fmt(r.get('tokens_per_s'), '{:.0f}')} | {_fmt(r.get('peak_mem_mb'), '{:.1f}')} | "
+                       f"{_fmt(r.get('tokens_per_s_ratio'), '{:.2f}')} | {_fmt(r.get('peak_mem_mb_ratio'), '{:.2f}')} |")
+    dec = [r for r in rows if r["bench"] == "decode"]
+    if dec:
+        if out:
+            out.append("")
+        out += ["| family | context | ms/token | state MB | ms/token ÷ transformer | state ÷ transformer |",
+                "|" + "---|" * 6]
+        for r in dec:
+            name = FAMILIES.get(r["family"], r["family"])
+            if "error" in r:
+                out.append(f"| {name} | {r['T']} | {r['error']} | | | |")
+                continue
+            out.append(f"| {name} | {r['T']} | {_fmt(r.get('ms_per_token'), '{:.3f}')} | "
+                       f"{_fmt(r.get('state_mb'), '{:.4f}')} | {_fmt(r.get('ms_per_token_ratio'), '{:.2f}')} | "
+                       f"{_fmt(r.get('state_mb_ratio'), '{:.3g}')} |")
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------------------- command line
+def add_arguments(p: argparse.ArgumentParser, lengths_help: str = "") -> None:
+    """The model-suite options (shared by ``python -m seqzoo.bench.models`` and ``seqzoo bench --suite models``)."""
+    p.add_argument("--families", default=",".join(FAMILIES),
+                   help=f"comma-separated families (default: all); the baseline '{BASELINE}' is always added. "
+                   f"Known: {', '.join(FAMILIES)}")
+    p.add_argument("--size", choices=SIZES, help="model size: 'small' (default on CPU: d_model 64, 4 layers) or "
+                   "'125m' (default on CUDA: d_model 768, 12 layers / 24 xLSTM blocks, ~125M parameters)")
+    p.add_argument("--tokens", type=int, help="token budget per training step: batch = tokens // T "
+                   f"(default {DEFAULTS['small']['tokens']} small, {DEFAULTS['125m']['tokens']} 125m)")
+    p.add_argument("--steps", type=int, help="timed training steps per point, median reported "
+                   f"(default {DEFAULTS['small']['steps']} small, {DEFAULTS['125m']['steps']} 125m)")
+    p.add_argument("--warmup", type=int, help="untimed training steps first "
+                   f"(default {DEFAULTS['small']['warmup']} small, {DEFAULTS['125m']['warmup']} 125m)")
+    p.add_argument("--decode-lengths", help="comma-separated context lengths for the decode points "
+                   "(default: the training lengths)")
+    p.add_argument("--decode-steps", type=int, help="decoded tokens per decode point, median reported "
+                   f"(default {DEFAULTS['small']['decode_steps']} small, {DEFAULTS['125m']['decode_steps']} 125m)")
+    p.add_argument("--in-process", action="store_true", help="CPU: measure in this process instead of one fresh "
+                   "process per point (faster; then no CPU memory figures)")
+
+
+def run_from_args(a: argparse.Namespace, train: bool = True, decode: bool = True) -> list[dict[str, Any]]:
+    rows = run_model_bench(families=a.families, lengths=a.lengths, size=a.size, device=a.device, tokens=a.tokens,
+                           steps=a.steps, warmup=a.warmup, decode_lengths=a.decode_lengths,
+                           decode_steps=a.decode_steps, train=train, decode=decode,
+                           threads=a.threads, timeout=a.timeout, isolate=False if a.in_process else None,
+                           out_dir=a.out, progress=not a.no_progress)
+    print(format_model_table(rows))
+    print(f"\nresults: {a.out}/models.csv, models.json, config.json, models.png")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m seqzoo.bench.models", description="Model-level benchmark (also `seqzoo bench --suite models`). "
+                                "Training tokens/s and peak memory per family vs context length, and decode ms/token "
+                                "and carried-state size; every figure also as a ratio to the SDPA transformer "
+                                "measured in the same run. Writes models.csv, models.json, config.json, models.png.")
+    p.add_argument("--point", help=argparse.SUPPRESS)  # internal: one measurement in this fresh process
+    p.add_argument("--lengths", help="comma-separated training context lengths T (default: 128,256,512,1024 small; "
+                   "2048,4096,8192,16384 125m)")
+    add_arguments(p)
+    p.add_argument("--no-train", action="store_true", help="decode points only")
+    p.add_argument("--no-decode", action="store_true", help="training points only")
+    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads per measurement (default 1)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per point before it is recorded as a timeout")
+    p.add_argument("--out", default="results/bench-models", help="output folder")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    a = p.parse_args(argv)
+    if a.point:
+        print(json.dumps(run_point(json.loads(a.point))))
+        return 0
+    try:
+        run_from_args(a, train=not a.no_train, decode=not a.no_decode)
+    except (ValueError, TypeError) as e:
+        p.error(str(e))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
