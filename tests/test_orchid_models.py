@@ -108,3 +108,80 @@ def test_orchid_encoder_runs_and_lm_refuses_generation():
     lm = seqzoo.LanguageModel(orchid_ar_config("orchid", 50, 16, d_model=16, n_layers=1))
     with pytest.raises(ValueError, match="causal"):
         lm.generate(torch.randint(0, 50, (1, 4)), max_new_tokens=2)
+
+
+# ------------------------------------------------------------------ BERT / M2-BERT encoder pieces
+def _bert(**kw):
+    cfg = orchid_bert_config(16, n_layers=2, filter_width=8, seq_len=12, vocab_size=30)
+    return seqzoo.Encoder(cfg.replace(**kw)).double()
+
+
+def test_bert_embeddings_positions_types_and_norm():
+    torch.manual_seed(0)
+    enc = _bert()
+    ids = torch.randint(0, 30, (2, 10))
+    types = torch.randint(0, 2, (2, 10))
+    x, readd = enc.embed_inputs(ids, token_type_ids=types)
+    pos = enc.pos_embed_table.weight[:10]
+    manual = enc.embed_norm(enc.embed.weight[ids] + pos + enc.type_embed.weight[types])
+    torch.testing.assert_close(x, manual, rtol=0, atol=1e-12)
+    torch.testing.assert_close(readd[0], pos, rtol=0, atol=0)
+    # default token type is 0, as in BERT
+    x0, _ = enc.embed_inputs(ids)
+    torch.testing.assert_close(x0, enc.embed_inputs(ids, token_type_ids=torch.zeros_like(ids))[0])
+    # token types change the output
+    assert not torch.allclose(enc(ids).logits, enc(ids, token_type_ids=torch.ones_like(ids)).logits)
+
+
+def test_m2_readds_positions_after_every_layer():
+    torch.manual_seed(0)
+    enc = _bert()
+    ids = torch.randint(0, 30, (2, 10))
+    x, pos = enc.embed_inputs(ids)
+    for block in enc.blocks:
+        x = block(x)[0] + pos
+    torch.testing.assert_close(enc(ids).hidden, enc.norm(x), rtol=0, atol=1e-12)
+    plain = _bert(readd_positions=False)
+    plain.load_state_dict(enc.state_dict())
+    assert not torch.allclose(plain(ids).hidden, enc(ids).hidden)
+
+
+def test_bert_mlm_transform_and_pooler_heads():
+    torch.manual_seed(0)
+    enc = _bert()
+    ids = torch.randint(0, 30, (3, 12))
+    out = enc(ids)
+    h = out.hidden
+    torch.testing.assert_close(out.logits, enc.mlm_head(enc.mlm_transform(h)), rtol=0, atol=0)
+    assert enc.mlm_head.weight is enc.embed.weight  # tied decoder, own bias
+    cls = enc(ids, head="cls", labels=torch.tensor([0, 1, 1]))
+    torch.testing.assert_close(cls.logits, enc.cls_head(torch.tanh(enc.pooler[0](h[:, 0]))), rtol=0, atol=1e-12)
+    cls.loss.backward()
+    assert enc.pooler[0].weight.grad is not None and enc.pos_embed_table.weight.grad.abs().sum() > 0
+
+
+def test_bert_pieces_roundtrip(tmp_path):
+    torch.manual_seed(0)
+    enc = _bert().float()
+    enc.save_pretrained(tmp_path)
+    back = seqzoo.Encoder.from_pretrained(tmp_path)
+    ids = torch.randint(0, 30, (2, 12))
+    torch.testing.assert_close(back(ids).logits, enc(ids).logits)
+
+
+def test_bert_pieces_bad_input():
+    enc = _bert()
+    with pytest.raises(ValueError, match="max_positions=12"):
+        enc(torch.randint(0, 30, (1, 13)))
+    with pytest.raises(ValueError, match="type_vocab_size=2"):
+        enc(torch.randint(0, 30, (1, 5)), token_type_ids=torch.full((1, 5), 2))
+    with pytest.raises(ValueError, match=r"token_type_ids must have shape \(1, 5\)"):
+        enc(torch.randint(0, 30, (1, 5)), token_type_ids=torch.zeros(1, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="no token-type embeddings"):
+        _bert(type_vocab_size=0)(torch.randint(0, 30, (1, 5)), token_type_ids=torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match="readd_positions needs max_positions"):
+        orchid_bert_config(16, n_layers=1, seq_len=12, vocab_size=30).replace(max_positions=None)
+    with pytest.raises(ValueError, match="max_positions must be None or a positive int"):
+        orchid_bert_config(16, n_layers=1, seq_len=12, vocab_size=30).replace(max_positions=0)
+    with pytest.raises(ValueError, match="Encoder only"):  # a causal LM refuses, rather than ignores, them
+        seqzoo.LanguageModel(seqzoo.ModelConfig(vocab_size=30, d_model=16, n_layers=1, max_positions=8))

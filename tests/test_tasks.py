@@ -97,3 +97,43 @@ def test_byte_tokenizer_round_trip():
 
 def test_registry_lists_the_core_tasks():
     assert {"mqar", "text"} <= set(TASKS)
+
+
+def test_mlm_masking_rule_and_determinism(tmp_path):
+    (tmp_path / "a.txt").write_text("the quick brown fox jumps over the lazy dog. " * 400)
+    task = build_task("mlm", path=str(tmp_path / "a.txt"), seq_len=64, cache_dir=str(tmp_path / "c"), mask_prob=0.3)
+    assert task.vocab_size == 257 and task.mask_token == 256
+    x, y = task.build(256, seed=3)
+    x2, y2 = task.build(256, seed=3)
+    assert torch.equal(x, x2) and torch.equal(y, y2)
+    assert not torch.equal(task.build(256, seed=4)[0], x)
+    chosen = y != -100
+    # rebuild the clean windows independently and check every rule
+    clean, _ = build_task("text", path=str(tmp_path / "a.txt"), seq_len=64, cache_dir=str(tmp_path / "c")).build(256, seed=3)
+    assert torch.equal(y[chosen], clean[chosen])  # targets are the original tokens
+    assert torch.equal(x[~chosen], clean[~chosen])  # unchosen positions are untouched
+    frac = chosen.float().mean().item()
+    assert 0.27 < frac < 0.33, frac
+    masked = (x[chosen] == 256).float().mean().item()
+    kept = (x[chosen] == clean[chosen]).float().mean().item()
+    assert 0.76 < masked < 0.84 and 0.08 < kept < 0.14, (masked, kept)  # kept includes random draws of the same id
+    assert int(x.max()) <= 256 and (x[~chosen] != 256).all()
+    vx, vy = task.windows("valid", max_windows=3)
+    assert vx.shape == (3, 64) and (vy != -100).any()
+    with pytest.raises(ValueError, match="mask_prob"):
+        build_task("mlm", path=str(tmp_path / "a.txt"), mask_prob=1.0)
+
+
+def test_mlm_trains_an_orchid_bert(tmp_path):
+    """A few steps of masked-LM training through the trainer lower the masked-token loss."""
+    import seqzoo
+    from seqzoo.models.presets.orchid import orchid_bert_config
+    from seqzoo.train import TrainConfig, train
+
+    (tmp_path / "a.txt").write_text("abcabcabd " * 2000)
+    task = build_task("mlm", path=str(tmp_path / "a.txt"), seq_len=32, cache_dir=str(tmp_path / "c"))
+    torch.manual_seed(0)
+    model = seqzoo.Encoder(orchid_bert_config(32, n_layers=1, filter_width=8, seq_len=32, vocab_size=task.vocab_size))
+    res = train(model, task, TrainConfig(steps=60, batch_size=16, lr=3e-3, eval_every=60, eval_samples=64,
+                                         out_dir=str(tmp_path / "run"), progress=False))
+    assert res["valid_loss"] < 0.6 * np.log(257), res

@@ -17,6 +17,10 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 
 
+# ModelConfig fields that only the bidirectional Encoder reads; a causal model refuses them instead of ignoring them.
+ENCODER_ONLY_FIELDS = ("max_positions", "type_vocab_size", "embed_norm", "readd_positions", "mlm_transform", "pooler")
+
+
 class SeqzooModel(nn.Module):
     """Base of ``LanguageModel`` and ``Encoder``: embedding, blocks from the pattern, final norm."""
 
@@ -30,6 +34,11 @@ class SeqzooModel(nn.Module):
         if config.block not in BLOCKS:
             raise ValueError(f"unknown block {config.block!r}; registered blocks: {sorted(BLOCKS)}")
         self.config = config
+        if self.causal_stack:
+            bert_only = [k for k in ENCODER_ONLY_FIELDS if getattr(config, k)]
+            if bert_only:
+                raise ValueError(f"ModelConfig fields {bert_only} are for the bidirectional Encoder only "
+                                 f"({type(self).__name__} is causal)")
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         nn.init.normal_(self.embed.weight, std=config.embed_init_std)
         causal = None if self.causal_stack else False
@@ -51,8 +60,12 @@ class SeqzooModel(nn.Module):
             x = x * self.config.embed_scale
         return x
 
-    def trunk(self, input_ids=None, inputs_embeds=None, states=None, mode=None, segment_pos=None):
-        """Blocks over the embedded input; returns the final-normed hidden states and the new states."""
+    def trunk(self, input_ids=None, inputs_embeds=None, states=None, mode=None, segment_pos=None, after_layer=None):
+        """Blocks over the embedded input; returns the final-normed hidden states and the new states.
+
+        ``after_layer`` (a tensor broadcastable to ``(B, T, D)``) is added to the output of every block: M2-BERT
+        re-adds its position embeddings this way.
+        """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids (B, T) or inputs_embeds (B, T, d_model)")
         if inputs_embeds is None:
@@ -69,6 +82,8 @@ class SeqzooModel(nn.Module):
         new_states = []
         for i, block in enumerate(self.blocks):
             x, s = block(x, state=None if states is None else states[i], mode=modes[i], **extra)
+            if after_layer is not None:
+                x = x + after_layer
             new_states.append(s)
         return self.norm(x), new_states
 

@@ -49,6 +49,13 @@ class ModelConfig:
     logit_softcap: float | None = None  # Griffin: cap * tanh(logits / cap)
     n_classes: int | None = None  # Encoder sequence-classification head
     pool: str = "mean"  # Encoder classification pooling: "mean" | "first"
+    # BERT-style encoder pieces (Encoder only; M2 / Orchid-BERT, spec/orchid.md §5-6). Off by default.
+    max_positions: int | None = None  # learned absolute position embeddings for positions < max_positions
+    type_vocab_size: int = 0  # token-type (segment) embeddings; 0 = none
+    embed_norm: bool = False  # LayerNorm (+ dropout) on the summed embeddings
+    readd_positions: bool = False  # M2: add the position embeddings again after every layer
+    mlm_transform: bool = False  # MLM head = dense -> GELU -> LayerNorm -> (tied) decoder
+    pooler: bool = False  # classification pools the first token through dense -> tanh
     extra: dict[str, Any] = field(default_factory=dict)  # free-form, for families that need more
 
     def __post_init__(self) -> None:
@@ -65,6 +72,12 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.pattern must be a non-empty list of mixer names, got {self.pattern!r}")
         if self.pool not in ("mean", "first"):
             raise ValueError(f"ModelConfig.pool must be 'mean' or 'first', got {self.pool!r}")
+        if self.max_positions is not None and (not isinstance(self.max_positions, int) or self.max_positions <= 0):
+            raise ValueError(f"ModelConfig.max_positions must be None or a positive int, got {self.max_positions!r}")
+        if not isinstance(self.type_vocab_size, int) or self.type_vocab_size < 0:
+            raise ValueError(f"ModelConfig.type_vocab_size must be an int >= 0, got {self.type_vocab_size!r}")
+        if self.readd_positions and self.max_positions is None:
+            raise ValueError("ModelConfig.readd_positions needs max_positions (the embeddings to re-add)")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
 

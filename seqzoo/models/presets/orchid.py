@@ -43,12 +43,17 @@ def long_conv_ar_tiny():
 # --------------------------------------------------------------------- Orchid-BERT (M2 layout)
 def orchid_bert_config(d_model: int, n_layers: int = 12, filter_width: int = 128, seq_len: int = 128,
                        vocab_size: int = 30522, conditioning: str = "type1") -> ModelConfig:
-    """§6: Orchid replaces attention, GLU block-diagonal MLP (4H, nb 4), post-LN M2 layer, residual long conv."""
+    """§6: Orchid replaces attention, GLU block-diagonal MLP (4H, nb 4), post-LN M2 layer, residual long conv.
+
+    BERT embeddings (words + learned positions + 2 token types, LayerNorm), positions re-added after every
+    layer (M2), MLM head with the dense-GELU-LN transform and a tied decoder, tanh pooler on the first token.
+    """
     return ModelConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, pattern=["orchid"],
                        mixer_kwargs={"orchid": {"conditioning": conditioning, "l_max": seq_len,
                                                 "filter_width": filter_width, "filter_wd": 0.1}},
-                       block="m2", mlp_ratio=4.0, norm="layernorm", norm_eps=1e-12, n_classes=2,
-                       extra={"mlp_nblocks": 4})
+                       block="m2", mlp_ratio=4.0, norm="layernorm", norm_eps=1e-12, n_classes=2, pool="first",
+                       max_positions=seq_len, type_vocab_size=2, embed_norm=True, readd_positions=True,
+                       mlm_transform=True, pooler=True, extra={"mlp_nblocks": 4})
 
 
 @register_preset("orchid-bert-tiny", "orchid", "2-layer Orchid-BERT (M2 layer, d=64, seq 128) for CPU tests", kind="encoder")
