@@ -29,3 +29,28 @@ def write_rows(out: Path, rows: list[dict[str, Any]], stem: str = "results") -> 
             w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
             w.writeheader()
             w.writerows(rows)
+
+
+def train_then_eval_lengths(model, task, train_config, lengths: list[int], eval_tokens: int, eval_batch: int):
+    """Train ``model`` on ``task``, then its held-out loss at each evaluation length: the same valid tokens cut
+    into windows of L (length extrapolation). Returns the train result, the train wall time and one row per L."""
+    import time
+
+    import torch
+
+    from ..eval import evaluate
+    from ..train import train
+
+    t0 = time.time()
+    res = train(model, task, train_config)
+    train_s = round(time.time() - t0, 1)
+    model.eval()
+    rows = []
+    for L in lengths:
+        xs, ys = task.windows("valid", seq_len=L, max_windows=max(1, int(eval_tokens) // L))
+        with torch.no_grad():
+            m = evaluate(model, xs, ys, batch_size=eval_batch)
+        rows.append({"eval_len": L, "loss": m["loss"], "bits_per_byte": m["loss"] / 0.6931471805599453,
+                     "accuracy": m["accuracy"], "params_non_emb": model.num_parameters(exclude_embeddings=True),
+                     "train_loss": res.get("train_loss"), "train_s": train_s})
+    return res, rows

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import register_experiment
-from ._common import as_ints, as_list, write_rows
+from ._common import as_ints, as_list, train_then_eval_lengths, write_rows
 
 KINDS = ("hawk", "griffin", "mqa")
 
@@ -126,10 +126,9 @@ def griffin_text(out_dir: Path, path: str = "/work/shared/data/tinyshakespeare/i
                  steps: int = 300, batch_size: int = 16, lr: float = 3e-3, seed: int = 0) -> dict[str, Any]:
     import torch
 
-    from ..eval import evaluate
     from ..models import LanguageModel
     from ..tasks import build_task
-    from ..train import TrainConfig, train
+    from ..train import TrainConfig
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -144,20 +143,9 @@ def griffin_text(out_dir: Path, path: str = "/work/shared/data/tinyshakespeare/i
         cfg = TrainConfig(steps=int(steps), batch_size=int(batch_size), lr=float(lr), warmup_steps=int(steps) // 10,
                           eval_every=int(steps), eval_samples=64, seed=int(seed), device="cpu", precision="fp32",
                           progress=False, out_dir=str(out / kind))
-        t0 = time.time()
-        res = train(model, task, cfg)
-        train_s = time.time() - t0
-        model.eval()
-        losses = []
-        for L in lengths:  # the same held-out tokens, cut into windows of L
-            xs, ys = task.windows("valid", seq_len=L, max_windows=max(1, int(eval_tokens) // L))
-            with torch.no_grad():
-                m = evaluate(model, xs, ys, batch_size=8)
-            losses.append(m["loss"])
-            rows.append({"model": kind, "eval_len": L, "train_len": int(seq_len), "loss": m["loss"],
-                         "bits_per_byte": m["loss"] / 0.6931471805599453, "accuracy": m["accuracy"],
-                         "params_non_emb": model.num_parameters(exclude_embeddings=True),
-                         "train_loss": res["train_loss"], "train_s": round(train_s, 1)})
+        _, per_len = train_then_eval_lengths(model, task, cfg, lengths, int(eval_tokens), eval_batch=8)
+        rows += [{"model": kind, "train_len": int(seq_len), **r} for r in per_len]
+        losses = [r["loss"] for r in per_len]
         curves[kind] = (lengths, losses)
     (out / "config.json").write_text(json.dumps({"task": task.config(), "models": {k: c.to_dict() for k, c in configs.items()},
                                                  "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..plots import plot_lines
 from . import register_experiment
-from ._common import as_ints, as_list, write_rows
+from ._common import as_ints, as_list, train_then_eval_lengths, write_rows
 
 KINDS = ("xlstm10", "xlstm71", "attention")
 LABELS = {"xlstm10": "xLSTM[1:0]", "xlstm71": "xLSTM[7:1]", "attention": "Transformer (RoPE)"}
@@ -125,11 +125,10 @@ def xlstm_extrapolation(out_dir: Path, path: str = "/work/shared/data/tinyshakes
 
     torch.set_num_threads(int(threads))
 
-    from ..eval import evaluate
     from ..eval.evaluate import per_position_loss
     from ..models import LanguageModel
     from ..tasks import build_task
-    from ..train import TrainConfig, train
+    from ..train import TrainConfig
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -149,21 +148,10 @@ def xlstm_extrapolation(out_dir: Path, path: str = "/work/shared/data/tinyshakes
         cfg = TrainConfig(steps=int(steps), batch_size=int(batch_size), lr=float(lr), warmup_steps=int(steps) // 10,
                           eval_every=int(steps), eval_samples=64, seed=int(seed), device="cpu", precision="fp32",
                           progress=False, out_dir=str(out / kind), weight_decay=0.1)
-        t0 = time.time()
-        res = train(model, task, cfg)
-        train_s = time.time() - t0
-        model.eval()
-        losses = []
-        for L in lengths:  # the same held-out bytes, cut into windows of L
-            xs, ys = task.windows("valid", seq_len=L, max_windows=max(1, int(eval_tokens) // L))
-            with torch.no_grad():
-                m = evaluate(model, xs, ys, batch_size=4)
-            losses.append(m["loss"])
-            rows.append({"model": label, "kind": kind, "eval_len": L, "train_len": int(seq_len), "loss": m["loss"],
-                         "bits_per_byte": m["loss"] / 0.6931471805599453, "accuracy": m["accuracy"],
-                         "params_non_emb": model.num_parameters(exclude_embeddings=True),
-                         "train_loss": res.get("train_loss"), "train_s": round(train_s, 1)})
-            write_rows(out, rows, "results")
+        _, per_len = train_then_eval_lengths(model, task, cfg, lengths, int(eval_tokens), eval_batch=4)
+        rows += [{"model": label, "kind": kind, "train_len": int(seq_len), **r} for r in per_len]
+        losses = [r["loss"] for r in per_len]
+        write_rows(out, rows, "results")
         curves[label] = (lengths, losses)
         Lmax = max(lengths)
         xs, ys = task.windows("valid", seq_len=Lmax, max_windows=max(1, int(eval_tokens) // Lmax))
