@@ -12,8 +12,6 @@ Name map (``P = blocks.{i}.``): ``temporal_pre_norm.scale`` / ``channel_pre_norm
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,24 +20,7 @@ from ..mixers.attention import KVCache
 from ..mixers.rglru import RGLRUState
 from ..models.config import ModelConfig
 from ..models.presets.griffin import bf16_sqrt, griffin_config
-
-
-def load_fixture(path: str | Path) -> dict[str, Any]:
-    """``<case>.safetensors`` (+ ``.json``) -> ``{"official": sd, "input": {}, "output": {}, "state": {}, "inter": {}, "meta": json}``."""
-    from safetensors.torch import load_file
-
-    path = Path(path)
-    tensors = load_file(str(path.with_suffix(".safetensors")))
-    out: dict[str, Any] = {"official": {}, "input": {}, "output": {}, "state": {}, "inter": {}, "view": {}}
-    for key, value in tensors.items():
-        if ":" in key:
-            kind, name = key.split(":", 1)
-            out.setdefault(kind, {})[name] = value
-        else:
-            out["official"][key] = value
-    meta = path.with_suffix(".json")
-    out["meta"] = json.loads(meta.read_text()) if meta.is_file() else {}
-    return out
+from .fixtures import load_fixture  # noqa: F401  (re-exported: the parity tests load cases through this module)
 
 
 def _strip(sd: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:

@@ -44,7 +44,6 @@ m equal; the NeurIPS ``step()`` conv buffer holds the last 4 inputs, ours the la
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -54,25 +53,14 @@ from ..mixers.mlstm import MLSTMState
 from ..mixers.slstm import SLSTMState
 from ..models.config import ModelConfig
 from ..models.presets.xlstm import xlstm7b_config, xlstm_config
+from .fixtures import load_fixture as read_fixture
 
 
 # ------------------------------------------------------------------------------------------------ fixtures
 def load_fixture(path: str | Path) -> dict[str, Any]:
     """``<case>.safetensors`` -> ``{"official": state_dict, "input": {}, "output": {}, "state": {}, "inter": {},
     "view": {}, "fused": {}, "meta": json}`` (keys split at the first ':')."""
-    from safetensors.torch import load_file
-
-    path = Path(path)
-    out: dict[str, Any] = {"official": {}, "input": {}, "output": {}, "state": {}, "inter": {}, "view": {}, "fused": {}}
-    for key, value in load_file(str(path.with_suffix(".safetensors"))).items():
-        if ":" in key:
-            kind, name = key.split(":", 1)
-            out.setdefault(kind, {})[name] = value
-        else:
-            out["official"][key] = value
-    meta = path.with_suffix(".json")
-    out["meta"] = json.loads(meta.read_text()) if meta.is_file() else {}
-    return out
+    return read_fixture(path, extra_kinds=("fused",))
 
 
 # ------------------------------------------------------------------------------------------------- layers
