@@ -31,6 +31,27 @@ def _curve(run_dir: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["accuracy"]) for r in _records(run_dir) if r.get("split") == "valid"]
 
 
+def _train_once(job: dict[str, Any], task, build_model, **overrides: Any) -> dict[str, Any]:
+    """Seed, build and train a model into ``job["run_dir"]``, unless its ``final.json`` exists (an interrupted grid
+    resumes there); return the final held-out numbers and the curve. ``overrides`` are TrainConfig fields."""
+    import torch
+
+    from ..train import TrainConfig, train
+
+    run_dir = Path(job["run_dir"])
+    final = run_dir / "final.json"
+    if not final.exists():
+        torch.manual_seed(job["seed"])
+        settings = dict(steps=job["steps"], batch_size=job["batch_size"], lr=job["lr"],
+                        warmup_steps=max(1, job["steps"] // 10), min_lr_ratio=0.0, grad_clip=1.0,
+                        eval_every=job["eval_every"], eval_samples=job.get("eval_samples"), out_dir=str(run_dir),
+                        seed=job["seed"], device="cpu", precision="fp32", progress=False, resume=False)
+        train(build_model(), task, TrainConfig(**{**settings, **overrides}))
+    res = json.loads(final.read_text())
+    return {"params": res["params"], "valid_accuracy": res["valid_accuracy"], "valid_loss": res["valid_loss"],
+            "time_s": res["time_s"], "curve": _curve(run_dir)}
+
+
 # ------------------------------------------------------------------ associative recall
 def _ar_run(job: dict[str, Any]) -> dict[str, Any]:
     import torch
@@ -38,7 +59,6 @@ def _ar_run(job: dict[str, Any]) -> dict[str, Any]:
     from ..models import Encoder
     from ..models.presets.orchid import orchid_ar_config
     from ..tasks import build_task
-    from ..train import TrainConfig, train
 
     torch.set_num_threads(job["threads"])
     run_dir = Path(job["run_dir"])
@@ -52,17 +72,9 @@ def _ar_run(job: dict[str, Any]) -> dict[str, Any]:
                    valid_loss=None, time_s=None, curve=curve, last_eval_step=curve[-1][0] if curve else 0)
         return row
     row["status"] = "done"
-    if not final.exists():
-        torch.manual_seed(job["seed"])
-        model = Encoder(orchid_ar_config(job["model"], job["vocab"], task.seq_len, job["d_model"], job["n_layers"]))
-        cfg = TrainConfig(steps=job["steps"], batch_size=job["batch_size"], lr=job["lr"], weight_decay=0.1,
-                          warmup_steps=max(1, job["steps"] // 10), min_lr_ratio=0.0, grad_clip=1.0,
-                          eval_every=job["eval_every"], eval_samples=job["eval_samples"], out_dir=str(run_dir),
-                          seed=job["seed"], device="cpu", precision="fp32", progress=False, resume=False)
-        train(model, task, cfg)
-    res = json.loads(final.read_text())
-    row.update(params=res["params"], valid_accuracy=res["valid_accuracy"], valid_loss=res["valid_loss"],
-               time_s=res["time_s"], curve=_curve(run_dir))
+    row.update(_train_once(job, task, lambda: Encoder(orchid_ar_config(job["model"], job["vocab"], task.seq_len,
+                                                                       job["d_model"], job["n_layers"])),
+                           weight_decay=0.1))
     return row
 
 
@@ -154,25 +166,13 @@ def _image_run(job: dict[str, Any]) -> dict[str, Any]:
 
     from ..models.vision import VisionClassifier
     from ..tasks import build_task
-    from ..train import TrainConfig, train
 
     torch.set_num_threads(job["threads"])
-    run_dir = Path(job["run_dir"])
-    final = run_dir / "final.json"
     task = build_task(job["task"])
     row = {k: job[k] for k in ("model", "task", "patch", "seed", "steps", "mlp_hidden")}
-    if not final.exists():
-        torch.manual_seed(job["seed"])
-        model = VisionClassifier(_vision_config(job["model"], task, job["patch"], job["d_model"], job["n_layers"],
-                                                job["mlp_hidden"]))
-        cfg = TrainConfig(steps=job["steps"], batch_size=job["batch_size"], lr=job["lr"], weight_decay=0.05,
-                          warmup_steps=max(1, job["steps"] // 10), min_lr_ratio=0.0, grad_clip=1.0,
-                          eval_every=job["eval_every"], eval_samples=task.split_size("valid"), out_dir=str(run_dir),
-                          seed=job["seed"], device="cpu", precision="fp32", progress=False, resume=False)
-        train(model, task, cfg)
-    res = json.loads(final.read_text())
-    row.update(params=res["params"], valid_accuracy=res["valid_accuracy"], valid_loss=res["valid_loss"],
-               time_s=res["time_s"], curve=_curve(run_dir))
+    row.update(_train_once(job, task, lambda: VisionClassifier(_vision_config(
+        job["model"], task, job["patch"], job["d_model"], job["n_layers"], job["mlp_hidden"])),
+        weight_decay=0.05, eval_samples=task.split_size("valid")))
     return row
 
 
@@ -477,10 +477,8 @@ def _mlm_run(job: dict[str, Any]) -> dict[str, Any]:
     from ..models import Encoder
     from ..models.presets.orchid import orchid_bert_config
     from ..tasks import build_task
-    from ..train import TrainConfig, train
 
     torch.set_num_threads(job["threads"])
-    run_dir = Path(job["run_dir"])
     task = build_task("mlm", path=job["path"], seq_len=job["seq_len"], mask_prob=job["mask_prob"],
                       test_path=job["test_path"])
     cfg = orchid_bert_config(job["d_model"], n_layers=job["n_layers"], filter_width=job["filter_width"],
@@ -489,17 +487,9 @@ def _mlm_run(job: dict[str, Any]) -> dict[str, Any]:
         kw = {"attention": {"n_heads": 4, "rope_fraction": 0.0},  # BERT: learned positions only
               "long_conv": {"l_max": job["seq_len"], "filter_width": job["filter_width"]}}.get(job["model"], {})
         cfg = cfg.replace(pattern=[job["model"]], mixer_kwargs={job["model"]: kw})
-    if not (run_dir / "final.json").exists():
-        torch.manual_seed(job["seed"])
-        tc = TrainConfig(steps=job["steps"], batch_size=job["batch_size"], lr=job["lr"], weight_decay=0.01,
-                         warmup_steps=max(1, job["steps"] // 16), min_lr_ratio=0.02, grad_clip=1.0,
-                         betas=(0.9, 0.98), eps=1e-6, eval_every=job["eval_every"], eval_samples=job["eval_samples"],
-                         out_dir=str(run_dir), seed=job["seed"], device="cpu", precision="fp32", progress=False,
-                         resume=False)
-        train(Encoder(cfg), task, tc)
-    res = json.loads((run_dir / "final.json").read_text())
-    return {"model": job["model"], "seed": job["seed"], "params": res["params"], "valid_loss": res["valid_loss"],
-            "valid_accuracy": res["valid_accuracy"], "time_s": res["time_s"], "curve": _curve(run_dir)}
+    return {"model": job["model"], "seed": job["seed"],
+            **_train_once(job, task, lambda: Encoder(cfg), weight_decay=0.01, warmup_steps=max(1, job["steps"] // 16),
+                          min_lr_ratio=0.02, betas=(0.9, 0.98), eps=1e-6)}
 
 
 @register_experiment("orchid-mlm", "Masked-LM pre-training of a small Orchid-BERT vs the same M2 model with a static long conv or attention")
