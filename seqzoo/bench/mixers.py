@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from ..mixers import MIXERS
 from .measure import measure_point
+from .table import markdown_table
 
 FIELDS = ("fwd_ms", "fwdbwd_ms", "fwd_mem_mb", "fwdbwd_mem_mb")
 
@@ -103,16 +104,8 @@ def write_results(rows: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    head = "| mixer | mode | T | fwd ms | fwd+bwd ms | fwd+bwd peak MB | fwd+bwd time / baseline | memory / baseline |"
-    lines = [head, "|" + "---|" * 8]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['mixer']} | {r['mode']} | {r['T']} | {r['error']} | | | | |")
-            continue
-
-        def g(k, fmt="{:.2f}"):
-            return fmt.format(r[k]) if r.get(k) is not None else "-"
-
-        lines.append(f"| {r['mixer']} | {r['mode']} | {r['T']} | {g('fwd_ms')} | {g('fwdbwd_ms')} | "
-                     f"{g('fwdbwd_mem_mb', '{:.1f}')} | {g('fwdbwd_ms_ratio')} | {g('fwdbwd_mem_mb_ratio')} |")
-    return "\n".join(lines)
+    lead = [("mixer", lambda r: r["mixer"]), ("mode", lambda r: r["mode"]), ("T", lambda r: r["T"])]
+    metrics = [("fwd ms", "fwd_ms", "{:.2f}"), ("fwd+bwd ms", "fwdbwd_ms", "{:.2f}"),
+               ("fwd+bwd peak MB", "fwdbwd_mem_mb", "{:.1f}"), ("fwd+bwd time / baseline", "fwdbwd_ms_ratio", "{:.2f}"),
+               ("memory / baseline", "fwdbwd_mem_mb_ratio", "{:.2f}")]
+    return "\n".join(markdown_table(rows, lead, metrics))

@@ -45,6 +45,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from .table import markdown_table
+
 FAMILIES: dict[str, str] = {
     "transformer": "Transformer (SDPA)",
     "gateloop": "GateLoop",
@@ -431,39 +433,27 @@ def write_results(rows: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
     plot_models(rows, out / "models.png", title=title, labels=FAMILIES)
 
 
-def _fmt(v: Any, fmt: str) -> str:
-    return "-" if v is None else fmt.format(v)
-
-
 def format_model_table(rows: list[dict[str, Any]]) -> str:
     """Markdown tables: training (tokens/s, peak memory, ratios) and decode (ms/token, state, ratios)."""
+    def name(r):
+        return FAMILIES.get(r["family"], r["family"])
+
     out = []
     train = [r for r in rows if r["bench"] == "train"]
     if train:
-        out += [("| family | T | batch | params | step ms | tokens/s | peak MB | tokens/s ÷ transformer | "
-                 "peak MB ÷ transformer |"), "|" + "---|" * 9]
-        for r in train:
-            name = FAMILIES.get(r["family"], r["family"])
-            if "error" in r:
-                out.append(f"| {name} | {r['T']} | {r['batch']} | {r['params'] / 1e6:.3g}M | {r['error']} | | | | |")
-                continue
-            out.append(f"| {name} | {r['T']} | {r['batch']} | {r['params'] / 1e6:.3g}M | {_fmt(r.get('step_ms'), '{:.1f}')} | "
-                       f"{_fmt(r.get('tokens_per_s'), '{:.0f}')} | {_fmt(r.get('peak_mem_mb'), '{:.1f}')} | "
-                       f"{_fmt(r.get('tokens_per_s_ratio'), '{:.2f}')} | {_fmt(r.get('peak_mem_mb_ratio'), '{:.2f}')} |")
+        out += markdown_table(train, [("family", name), ("T", lambda r: r["T"]), ("batch", lambda r: r["batch"]),
+                                      ("params", lambda r: f"{r['params'] / 1e6:.3g}M")],
+                              [("step ms", "step_ms", "{:.1f}"), ("tokens/s", "tokens_per_s", "{:.0f}"),
+                               ("peak MB", "peak_mem_mb", "{:.1f}"), ("tokens/s ÷ transformer", "tokens_per_s_ratio", "{:.2f}"),
+                               ("peak MB ÷ transformer", "peak_mem_mb_ratio", "{:.2f}")])
     dec = [r for r in rows if r["bench"] == "decode"]
     if dec:
         if out:
             out.append("")
-        out += ["| family | context | ms/token | state MB | ms/token ÷ transformer | state ÷ transformer |",
-                "|" + "---|" * 6]
-        for r in dec:
-            name = FAMILIES.get(r["family"], r["family"])
-            if "error" in r:
-                out.append(f"| {name} | {r['T']} | {r['error']} | | | |")
-                continue
-            out.append(f"| {name} | {r['T']} | {_fmt(r.get('ms_per_token'), '{:.3f}')} | "
-                       f"{_fmt(r.get('state_mb'), '{:.4f}')} | {_fmt(r.get('ms_per_token_ratio'), '{:.2f}')} | "
-                       f"{_fmt(r.get('state_mb_ratio'), '{:.3g}')} |")
+        out += markdown_table(dec, [("family", name), ("context", lambda r: r["T"])],
+                              [("ms/token", "ms_per_token", "{:.3f}"), ("state MB", "state_mb", "{:.4f}"),
+                               ("ms/token ÷ transformer", "ms_per_token_ratio", "{:.2f}"),
+                               ("state ÷ transformer", "state_mb_ratio", "{:.3g}")])
     return "\n".join(out)
 
 
