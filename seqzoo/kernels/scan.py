@@ -317,17 +317,11 @@ def rglru_fused_triton(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float
     ``h0 (B, R)`` -> ``y (B, T, R)`` in x's dtype, ``h_T (B, R)`` fp32. Gate math in fp32 whatever the input dtype
     (the torch reference does it in the activation dtype). The backward reads h_{t-1} from y (x's dtype).
     """
-    if x.dim() != 3:
-        raise ValueError(f"x must have shape (B, T, R), got {tuple(x.shape)}")
+    from ..ops.rglru.gates import check_rglru_inputs
+
+    check_rglru_inputs(x, gate_x, gate_a, a_param, reset)
     if x.shape[1] == 0:
         raise ValueError("x must have at least one time step")
-    for name, g in (("gate_x", gate_x), ("gate_a", gate_a)):
-        if g.shape != x.shape:
-            raise ValueError(f"{name} must have shape {tuple(x.shape)} like x, got {tuple(g.shape)}")
-    if a_param.shape != x.shape[-1:]:
-        raise ValueError(f"a_param must have shape ({x.shape[-1]},), got {tuple(a_param.shape)}")
-    if reset is not None and (reset.shape != x.shape[:2] or reset.dtype != torch.bool):
-        raise ValueError(f"reset must be a bool tensor of shape {tuple(x.shape[:2])}, got {reset.dtype} {tuple(reset.shape)}")
     if h0 is not None and h0.shape != (x.shape[0], x.shape[2]):
         raise ValueError(f"h0 must have shape ({x.shape[0]}, {x.shape[2]}), got {tuple(h0.shape)}")
     for name, t in (("x", x), ("gate_x", gate_x), ("gate_a", gate_a), ("a_param", a_param)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .gates import SqrtBoundDerivative, rglru_gates, sqrt_bound_derivative
+from .gates import SqrtBoundDerivative, check_rglru_inputs, rglru_gates, sqrt_bound_derivative
 from .naive import acc_dtype, linear_scan_naive, rglru_naive
 from .scan import default_chunk, linear_scan_chunked
 
@@ -49,15 +49,7 @@ def rglru(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0, impl:
 
     Returns ``y (B, T, R)`` in x's dtype and the final state ``h (B, R)`` in fp32 (fp64 for fp64 input).
     """
-    if x.dim() != 3:
-        raise ValueError(f"x must have shape (B, T, R), got {tuple(x.shape)}")
-    for name, g in (("gate_x", gate_x), ("gate_a", gate_a)):
-        if g.shape != x.shape:
-            raise ValueError(f"{name} must have shape {tuple(x.shape)} like x, got {tuple(g.shape)}")
-    if a_param.shape != x.shape[-1:]:
-        raise ValueError(f"a_param must have shape ({x.shape[-1]},), got {tuple(a_param.shape)}")
-    if reset is not None and (reset.shape != x.shape[:2] or reset.dtype != torch.bool):
-        raise ValueError(f"reset must be a bool tensor of shape {tuple(x.shape[:2])}, got {reset.dtype} {tuple(reset.shape)}")
+    check_rglru_inputs(x, gate_x, gate_a, a_param, reset)
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     if impl == "triton" or (impl == "auto" and x.shape[1] > 1 and _triton_ok(x)):
