@@ -15,7 +15,7 @@ from torch import nn
 
 from .base import MODEL_TYPES, SeqzooModel
 from .config import ModelConfig
-from .sampling import sample_next
+from .sampling import append_token, sample_next
 
 
 @dataclass
@@ -84,11 +84,8 @@ class LanguageModel(SeqzooModel):
         finished = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
         for _ in range(max_new_tokens):
             nxt = sample_next(out.logits[:, -1], do_sample, temperature, top_k, top_p, generator)  # (B,)
-            if eos_token_id is not None:
-                nxt = torch.where(finished, torch.full_like(nxt, eos_token_id), nxt)
-                finished |= nxt == eos_token_id
-            ids = torch.cat([ids, nxt[:, None]], dim=1)
-            if eos_token_id is not None and bool(finished.all()):
+            ids, nxt, done = append_token(ids, nxt, finished, eos_token_id)
+            if done:
                 break
             out = self(nxt[:, None], states=out.states)
         self.train(was_training)

@@ -28,6 +28,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
 from .rmt_backbone import SeqzooBackbone, as_backbone
+from .sampling import append_token
 
 IGNORE = -100
 PLACEMENTS = ("encoder", "read_write")
@@ -572,11 +573,8 @@ class RMT(nn.Module):
         finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
         for _ in range(max_new_tokens):
             nxt = logits.argmax(-1)  # (B,)
-            if eos_token_id is not None:
-                nxt = torch.where(finished, torch.full_like(nxt, eos_token_id), nxt)
-                finished |= nxt == eos_token_id
-            ids = torch.cat([ids, nxt[:, None]], dim=1)
-            if eos_token_id is not None and bool(finished.all()):
+            ids, nxt, done = append_token(ids, nxt, finished, eos_token_id)
+            if done:
                 break
             if cur.shape[1] < L:  # continue the current segment with the backbone's cache
                 cur = torch.cat([cur, nxt[:, None]], dim=1)

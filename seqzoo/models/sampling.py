@@ -34,3 +34,15 @@ def sample_next(logits: torch.Tensor, do_sample: bool, temperature: float = 1.0,
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     probs = filter_logits(logits / temperature, top_k, top_p).softmax(-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def append_token(ids: torch.Tensor, nxt: torch.Tensor, finished: torch.Tensor,
+                 eos_token_id: int | None) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """Append ``nxt (B,)`` to ``ids (B, T)``. Rows that already ended get ``eos_token_id`` again (``finished`` is
+    updated in place). Returns the new ids, the tokens appended (to feed the model next) and whether every row
+    has ended."""
+    if eos_token_id is not None:
+        nxt = torch.where(finished, torch.full_like(nxt, eos_token_id), nxt)
+        finished |= nxt == eos_token_id
+    ids = torch.cat([ids, nxt[:, None]], dim=1)
+    return ids, nxt, eos_token_id is not None and bool(finished.all())
