@@ -68,8 +68,19 @@ def build_run_spec(args) -> dict[str, Any]:
     if args.task:
         spec["task"]["name"] = args.task
     spec["task"].update(_kv(args.task_arg, "--task-arg"))
-    for flag in ("steps", "batch_size", "lr", "seed", "device", "precision", "distributed", "grad_accum",
-                 "eval_every", "ckpt_every", "warmup_steps"):
+    for flag in (
+        "steps",
+        "batch_size",
+        "lr",
+        "seed",
+        "device",
+        "precision",
+        "distributed",
+        "grad_accum",
+        "eval_every",
+        "ckpt_every",
+        "warmup_steps",
+    ):
         value = getattr(args, flag, None)
         if value is not None:
             spec["train"][flag] = value
@@ -92,8 +103,11 @@ def cmd_train(args) -> int:
     model, task, cfg = RunSpec.from_dict(spec).build()
     rank, _ = world()
     if rank == 0:
-        print(f"model: {model.config.layer_mixers()} d_model={model.config.d_model} "
-              f"params={model.num_parameters():,} | task: {task.describe()} | out: {cfg.out_dir}", flush=True)
+        print(
+            f"model: {model.config.layer_mixers()} d_model={model.config.d_model} "
+            f"params={model.num_parameters():,} | task: {task.describe()} | out: {cfg.out_dir}",
+            flush=True,
+        )
         Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
         (Path(cfg.out_dir) / "run.json").write_text(json.dumps(spec, indent=2, default=str) + "\n")
     result = train(model, task, cfg)
@@ -161,9 +175,16 @@ def cmd_generate(args) -> int:
     if not ids:
         raise SystemExit("the prompt is empty: pass --prompt TEXT or --ids 1,2,3")
     g = torch.Generator().manual_seed(args.seed)
-    out = model.generate(torch.tensor([ids]), args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                         top_p=args.top_p, do_sample=args.temperature > 0, generator=g)
-    new = out[0, len(ids):].tolist()
+    out = model.generate(
+        torch.tensor([ids]),
+        args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        do_sample=args.temperature > 0,
+        generator=g,
+    )
+    new = out[0, len(ids) :].tolist()
     print(tok.decode(ids + new) if tok else " ".join(map(str, ids + new)))
     return 0
 
@@ -176,11 +197,24 @@ def cmd_zoo(args) -> int:
     if args.task or args.task_arg:
         from .experiments.zoo import DEFAULT_TASK
 
-        task = {**(DEFAULT_TASK if not args.task or args.task == "mqar" else {}), **({"name": args.task} if args.task else {}),
-                **_kv(args.task_arg, "--task-arg")}
-    res = run_zoo(out_dir=args.out, mixers=args.mixers, task=task, d_model=args.d_model, n_layers=args.n_layers,
-                  steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed, device=args.device,
-                  progress=not args.no_progress)
+        task = {
+            **(DEFAULT_TASK if not args.task or args.task == "mqar" else {}),
+            **({"name": args.task} if args.task else {}),
+            **_kv(args.task_arg, "--task-arg"),
+        }
+    res = run_zoo(
+        out_dir=args.out,
+        mixers=args.mixers,
+        task=task,
+        d_model=args.d_model,
+        n_layers=args.n_layers,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        device=args.device,
+        progress=not args.no_progress,
+    )
     print()
     print(res["table"])
     print(f"\nresults: {res['out_dir']}/results.csv, results.json, zoo.png")
@@ -206,11 +240,21 @@ def cmd_bench(args) -> int:
     lengths = _check_lengths((args.lengths or "256,512,1024,2048").split(","), "--lengths")
     modes: Any = args.modes if args.modes in ("default", "all") else args.modes.split(",")
     rows = run_mixer_bench(
-        mixers=args.mixers.split(","), lengths=lengths, modes=modes,
-        d_model=args.d_model, batch=args.batch, baseline=args.baseline or None, device=args.device,
-        dtype=args.dtype, backward=not args.no_backward, timeout=args.timeout, threads=args.threads,
-        mixer_kwargs=json.loads(args.mixer_kwargs) if args.mixer_kwargs else None, out_dir=out,
-        progress=not args.no_progress)
+        mixers=args.mixers.split(","),
+        lengths=lengths,
+        modes=modes,
+        d_model=args.d_model,
+        batch=args.batch,
+        baseline=args.baseline or None,
+        device=args.device,
+        dtype=args.dtype,
+        backward=not args.no_backward,
+        timeout=args.timeout,
+        threads=args.threads,
+        mixer_kwargs=json.loads(args.mixer_kwargs) if args.mixer_kwargs else None,
+        out_dir=out,
+        progress=not args.no_progress,
+    )
     print(format_table(rows))
     print(f"\nresults: {out}/bench.csv, bench.json, bench.png")
     return 0
@@ -231,22 +275,37 @@ def cmd_experiment(args) -> int:
 
 # --------------------------------------------------------------------------- main
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="seqzoo", description="Train, compare, benchmark and serve efficient long-sequence "
-                                "models (GateLoop, Orchid, RMT, xLSTM, Griffin/Hawk, attention).",
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="seqzoo",
+        description="Train, compare, benchmark and serve efficient long-sequence "
+        "models (GateLoop, Orchid, RMT, xLSTM, Griffin/Hawk, attention).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("list", help="list mixers, presets, tasks and experiments",
-                       description="List what is registered: mixers with their modes and causality, model presets "
-                       "(family, kind, size), tasks and experiments. Families register themselves on import.")
-    s.add_argument("what", nargs="?", default="all", choices=["all", "mixers", "presets", "tasks", "experiments"],
-                   help="which registry to print (default: all)")
+    s = sub.add_parser(
+        "list",
+        help="list mixers, presets, tasks and experiments",
+        description="List what is registered: mixers with their modes and causality, model presets "
+        "(family, kind, size), tasks and experiments. Families register themselves on import.",
+    )
+    s.add_argument(
+        "what",
+        nargs="?",
+        default="all",
+        choices=["all", "mixers", "presets", "tasks", "experiments"],
+        help="which registry to print (default: all)",
+    )
     s.set_defaults(fn=cmd_list)
 
-    s = sub.add_parser("train", help="train a model on a task (config file and/or flags)",
-                       description="Train a model. Settings come from --config (JSON/TOML with model/task/train "
-                       "sections), then flags, then --set section.key=value. Resumes from OUT/checkpoint.pt if present. "
-                       "Multi-process: torchrun --nproc-per-node N -m seqzoo train ...")
+    s = sub.add_parser(
+        "train",
+        help="train a model on a task (config file and/or flags)",
+        description="Train a model. Settings come from --config (JSON/TOML with model/task/train "
+        "sections), then flags, then --set section.key=value. Resumes from OUT/checkpoint.pt if present. "
+        "Multi-process: torchrun --nproc-per-node N -m seqzoo train ...",
+    )
     s.add_argument("--config", help="JSON or TOML file with [model], [task], [train] sections")
     s.add_argument("--model", help="preset name (see `seqzoo list presets`)")
     s.add_argument("--model-arg", action="append", metavar="K=V", help="ModelConfig override, repeatable")
@@ -295,9 +354,12 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(fn=cmd_generate)
 
-    s = sub.add_parser("zoo", help="train several mixers on one task with the same budget; table + plot",
-                       description="Train every listed mixer (default: all causal mixers) on the same task with the "
-                       "same model shape and budget. Writes results.csv/json/md and zoo.png to --out.")
+    s = sub.add_parser(
+        "zoo",
+        help="train several mixers on one task with the same budget; table + plot",
+        description="Train every listed mixer (default: all causal mixers) on the same task with the "
+        "same model shape and budget. Writes results.csv/json/md and zoo.png to --out.",
+    )
     s.add_argument("--mixers", help="comma-separated mixer names (default: every causal mixer)")
     s.add_argument("--task", help="task name (default: mqar with vocab 16, 4 pairs, length 64)")
     s.add_argument("--task-arg", action="append", metavar="K=V")
@@ -312,27 +374,34 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(fn=cmd_zoo)
 
-    s = sub.add_parser("bench", help="benchmarks vs sequence length, as ratios to attention in the same run",
-                       description="Three suites; every figure is also a ratio to the attention baseline measured in the same run.\n"
-                       "  mixers (default): forward and forward+backward time and peak memory of mixers (and their\n"
-                       "      modes) vs sequence length -> bench.csv, bench.json, bench.png\n"
-                       "  models: whole models of each family (SDPA transformer, GateLoop, xLSTM[1:0], xLSTM[7:1],\n"
-                       "      Hawk, Griffin): training tokens/s and peak memory vs context length at a fixed token\n"
-                       "      budget per step (forward + backward + the trainer's AdamW), then decode ms/token and\n"
-                       "      carried-state size vs context -> models.csv, models.json, config.json, models.png\n"
-                       "  decode: the decode points of 'models' only\n"
-                       "On CPU every point runs in a fresh process (its own peak memory; a timeout is recorded as an\n"
-                       "error); on CUDA points run in-process (max_memory_allocated, CUDA events, bf16 autocast).",
-                       epilog="examples:\n"
-                       "  seqzoo bench --mixers attention,local_attention --lengths 256,512,1024,2048\n"
-                       "  seqzoo bench --suite models                          # CPU: small models, T 128..1024\n"
-                       "  seqzoo bench --suite models --device cuda            # GPU: ~125M models, T 2k..16k\n"
-                       "  seqzoo bench --suite decode --families hawk,griffin --decode-lengths 1024,4096,16384",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--suite", default="mixers", choices=["mixers", "models", "decode"],
-                   help="what to measure (default: mixers)")
-    s.add_argument("--lengths", help="comma-separated sequence lengths (default: 256,512,1024,2048 for mixers; "
-                   "models: 128,256,512,1024 at --size small, 2048,4096,8192,16384 at --size 125m)")
+    s = sub.add_parser(
+        "bench",
+        help="benchmarks vs sequence length, as ratios to attention in the same run",
+        description="Three suites; every figure is also a ratio to the attention baseline measured in the same run.\n"
+        "  mixers (default): forward and forward+backward time and peak memory of mixers (and their\n"
+        "      modes) vs sequence length -> bench.csv, bench.json, bench.png\n"
+        "  models: whole models of each family (SDPA transformer, GateLoop, xLSTM[1:0], xLSTM[7:1],\n"
+        "      Hawk, Griffin): training tokens/s and peak memory vs context length at a fixed token\n"
+        "      budget per step (forward + backward + the trainer's AdamW), then decode ms/token and\n"
+        "      carried-state size vs context -> models.csv, models.json, config.json, models.png\n"
+        "  decode: the decode points of 'models' only\n"
+        "On CPU every point runs in a fresh process (its own peak memory; a timeout is recorded as an\n"
+        "error); on CUDA points run in-process (max_memory_allocated, CUDA events, bf16 autocast).",
+        epilog="examples:\n"
+        "  seqzoo bench --mixers attention,local_attention --lengths 256,512,1024,2048\n"
+        "  seqzoo bench --suite models                          # CPU: small models, T 128..1024\n"
+        "  seqzoo bench --suite models --device cuda            # GPU: ~125M models, T 2k..16k\n"
+        "  seqzoo bench --suite decode --families hawk,griffin --decode-lengths 1024,4096,16384",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument(
+        "--suite", default="mixers", choices=["mixers", "models", "decode"], help="what to measure (default: mixers)"
+    )
+    s.add_argument(
+        "--lengths",
+        help="comma-separated sequence lengths (default: 256,512,1024,2048 for mixers; "
+        "models: 128,256,512,1024 at --size small, 2048,4096,8192,16384 at --size 125m)",
+    )
     s.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (models on CUDA: bf16 autocast)")
     s.add_argument("--threads", type=int, help="torch CPU threads per measurement (models suite default: 1)")
     s.add_argument("--timeout", type=float, default=300.0, help="seconds per point before it is recorded as a timeout")
@@ -352,9 +421,12 @@ def make_parser() -> argparse.ArgumentParser:
     add_arguments(s.add_argument_group("models and decode suites"))
     s.set_defaults(fn=cmd_bench)
 
-    s = sub.add_parser("experiment", help="run a registered experiment (see `seqzoo list experiments`)",
-                       description="Run one registered experiment end to end; it writes its config, metrics files "
-                       "and plots under --out. Options reach the experiment as --set key=value (JSON values).")
+    s = sub.add_parser(
+        "experiment",
+        help="run a registered experiment (see `seqzoo list experiments`)",
+        description="Run one registered experiment end to end; it writes its config, metrics files "
+        "and plots under --out. Options reach the experiment as --set key=value (JSON values).",
+    )
     s.add_argument("name", help="experiment name (see `seqzoo list experiments`)")
     s.add_argument("--out", help="output folder (default results/NAME)")
     s.add_argument("--set", action="append", metavar="K=V", help="experiment option, repeatable")

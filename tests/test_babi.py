@@ -124,7 +124,9 @@ def test_bad_arguments(data_dir):
     with pytest.raises(FileNotFoundError, match="qa2_two-supporting-facts_train.txt"):
         task(data_dir, "qa2")
     with pytest.raises(FileNotFoundError, match="gutenberg"):
-        BabiMemory("memorize", 2, 64, tokenizer="byte", data_dir=data_dir, noise_dir=data_dir / "gutenberg", cache_dir=None)
+        BabiMemory(
+            "memorize", 2, 64, tokenizer="byte", data_dir=data_dir, noise_dir=data_dir / "gutenberg", cache_dir=None
+        )
 
 
 def test_qa3_fallback_warns_and_parses(data_dir):

@@ -24,8 +24,17 @@ TINY = {"d_model": 16, "n_layers": 3, "window": 16}  # 3 layers: Griffin's (rglr
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
-    rows = run_model_bench(lengths=[16, 32], tokens=32, steps=1, warmup=0, decode_steps=2, isolate=False,
-                           shape=TINY, out_dir=out, progress=False)
+    rows = run_model_bench(
+        lengths=[16, 32],
+        tokens=32,
+        steps=1,
+        warmup=0,
+        decode_steps=2,
+        isolate=False,
+        shape=TINY,
+        out_dir=out,
+        progress=False,
+    )
     return rows, out
 
 
@@ -45,8 +54,11 @@ def test_every_family_has_train_and_decode_rows(tiny_run):
 def test_ratios_are_against_the_transformer_of_the_same_run(tiny_run):
     rows, _ = tiny_run
     base = [r for r in rows if r["family"] == BASELINE]
-    assert base and all(r[f"{f}_ratio"] == 1.0 for r in base
-                        for f in (("tokens_per_s", "step_ms") if r["bench"] == "train" else ("ms_per_token", "state_mb")))
+    assert base and all(
+        r[f"{f}_ratio"] == 1.0
+        for r in base
+        for f in (("tokens_per_s", "step_ms") if r["bench"] == "train" else ("ms_per_token", "state_mb"))
+    )
     by_key = {(r["bench"], r["T"]): r for r in base}
     for r in rows:
         b = by_key[(r["bench"], r["T"])]
@@ -95,12 +107,30 @@ def test_decode_state_covers_every_family():
 
 
 def test_fresh_process_points_and_timeouts(tmp_path):
-    rows = run_model_bench(families="transformer", lengths=[16], tokens=16, steps=1, warmup=0, decode_steps=1,
-                           shape=TINY, timeout=60, progress=False)
+    rows = run_model_bench(
+        families="transformer",
+        lengths=[16],
+        tokens=16,
+        steps=1,
+        warmup=0,
+        decode_steps=1,
+        shape=TINY,
+        timeout=60,
+        progress=False,
+    )
     train = next(r for r in rows if r["bench"] == "train")
     assert "error" not in train and train["peak_mem_mb"] >= 0 and train["total_peak_mb"] > 0
-    rows = run_model_bench(families="transformer", lengths=[16], tokens=16, steps=1, warmup=0, decode=False,
-                           shape=TINY, timeout=0.05, progress=False)
+    rows = run_model_bench(
+        families="transformer",
+        lengths=[16],
+        tokens=16,
+        steps=1,
+        warmup=0,
+        decode=False,
+        shape=TINY,
+        timeout=0.05,
+        progress=False,
+    )
     assert rows[0]["error"].startswith("timeout")
 
 
@@ -121,8 +151,26 @@ def test_bad_input_names_the_argument():
 
 def test_cli_suite_models_and_errors(tmp_path, capsys):
     out = tmp_path / "cli"
-    assert main(["bench", "--suite", "decode", "--families", "hawk", "--lengths", "16", "--decode-steps", "1",
-                 "--in-process", "--no-progress", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--suite",
+                "decode",
+                "--families",
+                "hawk",
+                "--lengths",
+                "16",
+                "--decode-steps",
+                "1",
+                "--in-process",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "Hawk" in capsys.readouterr().out and (out / "models.csv").exists()
     assert main(["bench", "--suite", "models", "--families", "foo", "--no-progress", "--out", str(out)]) == 2
     assert "unknown family 'foo'" in capsys.readouterr().err

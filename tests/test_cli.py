@@ -37,8 +37,22 @@ def test_list_shows_mixers_presets_tasks(capsys):
 def test_bad_input_gives_a_clear_error(capsys, tmp_path):
     assert main(["train", "--model", "no-such-preset", "--task", "mqar", "--out", str(tmp_path)]) == 2
     assert "unknown preset" in capsys.readouterr().err
-    assert main(["train", "--model", "attention-tiny", "--task", "mqar", "--task-arg", "num_pairs=100",
-                 "--out", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--model",
+                "attention-tiny",
+                "--task",
+                "mqar",
+                "--task-arg",
+                "num_pairs=100",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     assert "num_pairs" in capsys.readouterr().err
     assert main(["train", "--model", "attention-tiny", "--task", "mqar", "--set", "nosection.x=1"]) == 2
     with pytest.raises(SystemExit):
@@ -47,8 +61,10 @@ def test_bad_input_gives_a_clear_error(capsys, tmp_path):
 
 def test_train_from_a_toml_config_file(tmp_path):
     cfg = tmp_path / "run.toml"
-    cfg.write_text('[model]\npreset = "attention-tiny"\nd_model = 32\n\n[task]\nname = "mqar"\nvocab_size = 16\n'
-                   'num_pairs = 2\nseq_len = 16\n\n[train]\nsteps = 4\nbatch_size = 8\neval_samples = 16\n')
+    cfg.write_text(
+        '[model]\npreset = "attention-tiny"\nd_model = 32\n\n[task]\nname = "mqar"\nvocab_size = 16\n'
+        "num_pairs = 2\nseq_len = 16\n\n[train]\nsteps = 4\nbatch_size = 8\neval_samples = 16\n"
+    )
     assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "run"), "--no-progress", "--lr", "1e-3"]) == 0
     assert json.loads((tmp_path / "run" / "train_config.json").read_text())["lr"] == 1e-3
     assert json.loads((tmp_path / "run" / "model" / "config.json").read_text())["d_model"] == 32
@@ -56,9 +72,29 @@ def test_train_from_a_toml_config_file(tmp_path):
 
 def test_zoo_writes_table_files_and_plot(tmp_path):
     out = tmp_path / "zoo"
-    assert main(["zoo", "--mixers", "attention,local_attention", "--steps", "3", "--batch-size", "8",
-                 "--task-arg", "seq_len=16", "--task-arg", "num_pairs=2", "--task-arg", "vocab_size=16",
-                 "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "zoo",
+                "--mixers",
+                "attention,local_attention",
+                "--steps",
+                "3",
+                "--batch-size",
+                "8",
+                "--task-arg",
+                "seq_len=16",
+                "--task-arg",
+                "num_pairs=2",
+                "--task-arg",
+                "vocab_size=16",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     rows = json.loads((out / "results.json").read_text())
     assert [r["mixer"] for r in rows] == ["attention", "local_attention"]
     assert all(0.0 <= r["valid_accuracy"] <= 1.0 for r in rows)
@@ -66,8 +102,9 @@ def test_zoo_writes_table_files_and_plot(tmp_path):
 
 
 def test_bench_measures_ratios_against_attention_in_the_same_run(tmp_path):
-    rows = run_mixer_bench(["local_attention"], [32, 64], modes="all", d_model=16, out_dir=tmp_path,
-                           min_run_time=0.01, progress=False)
+    rows = run_mixer_bench(
+        ["local_attention"], [32, 64], modes="all", d_model=16, out_dir=tmp_path, min_run_time=0.01, progress=False
+    )
     base = [r for r in rows if r["mixer"] == "attention"]
     assert len(base) == 2 and all(r["fwdbwd_ms_ratio"] == 1.0 for r in base)
     local = [r for r in rows if r["mixer"] == "local_attention"]

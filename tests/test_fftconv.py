@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from seqzoo.ops.fftconv import (direct_conv, fftconv, irfft_naive, rfft_naive, spectral_conv)
+from seqzoo.ops.fftconv import direct_conv, fftconv, irfft_naive, rfft_naive, spectral_conv
 
 LENGTHS = (1, 2, 7, 16, 33, 128)
 

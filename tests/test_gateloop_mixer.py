@@ -121,7 +121,7 @@ def test_softmax_variant_matches_direct_formula():
         for h in range(H):
             scores = []
             for j in range(n + 1):
-                prod = torch.prod(a[0, j + 1:n + 1, h], dim=0) if j < n else torch.ones(K, dtype=a.dtype)
+                prod = torch.prod(a[0, j + 1 : n + 1, h], dim=0) if j < n else torch.ones(K, dtype=a.dtype)
                 scores.append(float((q[0, n, h] * k[0, j, h] * prod).real.sum()))
             w = torch.softmax(torch.tensor(scores, dtype=torch.float64), 0)
             out[0, n, h] = (w[:, None] * v[0, : n + 1, h]).sum(0)
@@ -187,6 +187,7 @@ def test_optim_overrides():
     assert over["blocks.0.mixer.theta_proj.weight"] == {"lr": 1e-4, "weight_decay": 0.0}
     assert "blocks.0.mixer.q_proj.weight" not in over
     from seqzoo.train import TrainConfig, param_groups
+
     groups = param_groups(model, TrainConfig(lr=1.25e-4, weight_decay=0.25))
     by_name = {n: g for g in groups for n in g["names"]}
     assert by_name["blocks.0.mixer.gamma_proj.weight"]["lr"] == 1e-4
@@ -206,14 +207,23 @@ def test_presets():
 
 
 def test_lm_prefill_then_steps_equals_full():
-    model = seqzoo.build_model("gateloop-tiny-heads", n_layers=2, d_model=16, mlp_hidden=32,
-                               mixer_kwargs={"gateloop": {"n_heads": 4, "chunk_size": 4}}).double().eval()
+    model = (
+        seqzoo.build_model(
+            "gateloop-tiny-heads",
+            n_layers=2,
+            d_model=16,
+            mlp_hidden=32,
+            mixer_kwargs={"gateloop": {"n_heads": 4, "chunk_size": 4}},
+        )
+        .double()
+        .eval()
+    )
     ids = torch.randint(0, 256, (2, 13), generator=torch.Generator().manual_seed(0))
     full = model(ids).logits
     out = model(ids[:, :6])
     logits, states = [out.logits], out.states
     for t in range(6, 13):
-        out = model(ids[:, t:t + 1], states=states)
+        out = model(ids[:, t : t + 1], states=states)
         logits.append(out.logits)
         states = out.states
     assert rel(torch.cat(logits, 1), full) <= 1e-10

@@ -38,7 +38,7 @@ def test_fp64_modes_equal_loop(hkv, T, real):
     args = make(2, T, *hkv, real=real)
     y_ref, S_ref = gateloop_op(*args, impl="naive")
     for impl in FAST:
-        for C in ((5, 16, 64) if impl == "chunkwise" else (64,)):
+        for C in (5, 16, 64) if impl == "chunkwise" else (64,):
             y, S = gateloop_op(*args, impl=impl, chunk_size=C)
             assert y.dtype == torch.float64 and S.dtype == torch.complex128
             assert rel(y, y_ref) <= 1e-10, (impl, C)

@@ -2,9 +2,9 @@
 
 import torch
 import torch.nn.functional as F
+from test_gateloop_ops import make, rel
 
 from seqzoo.ops.gateloop import gateloop_op
-from test_gateloop_ops import make, rel
 
 
 def test_unsafe_surrogate_form_overflows_and_safe_form_does_not():

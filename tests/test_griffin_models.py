@@ -36,8 +36,15 @@ def count(name):
 
 
 # non-embedding parameter counts of Griffin Table 2 sizes, in billions (spec §3.7)
-PAPER = {"100m": (0.094, 0.089), "200m": (0.174, 0.163), "400m": (0.375, 0.355), "1.3b": (1.304, 1.243),
-         "3b": (2.996, 2.835), "7b": (7.176, 6.790), "14b": (14.811, 13.764)}
+PAPER = {
+    "100m": (0.094, 0.089),
+    "200m": (0.174, 0.163),
+    "400m": (0.375, 0.355),
+    "1.3b": (1.304, 1.243),
+    "3b": (2.996, 2.835),
+    "7b": (7.176, 6.790),
+    "14b": (14.811, 13.764),
+}
 
 
 @pytest.mark.parametrize("size", sorted(PAPER))
@@ -48,9 +55,15 @@ def test_paper_size_parameter_counts(size):
     assert count(f"mqa-{size}")[1] < count(f"hawk-{size}")[1]
 
 
-@pytest.mark.parametrize("name,total,non_emb", [
-    ("recurrentgemma-2b", 2.683, 2.028), ("recurrentgemma-9b", 8.580, 7.531),
-    ("griffin-paper-7b", 7.795, 6.747), ("hawk-paper-7b", 8.162, 7.113)])
+@pytest.mark.parametrize(
+    "name,total,non_emb",
+    [
+        ("recurrentgemma-2b", 2.683, 2.028),
+        ("recurrentgemma-9b", 8.580, 7.531),
+        ("griffin-paper-7b", 7.795, 6.747),
+        ("hawk-paper-7b", 8.162, 7.113),
+    ],
+)
 def test_reference_preset_parameter_counts(name, total, non_emb):
     t, n = count(name)
     assert round(t / 1e9, 3) == total and round(n / 1e9, 3) == non_emb
@@ -59,8 +72,11 @@ def test_reference_preset_parameter_counts(name, total, non_emb):
 def test_recurrentgemma_2b_layout():
     cfg = seqzoo.PRESETS["recurrentgemma-2b"].config()
     mixers = cfg.layer_mixers()
-    assert mixers.count("rglru") == 18 and mixers.count("local_attention") == 8 and mixers[:3] == [
-        "rglru", "rglru", "local_attention"]
+    assert (
+        mixers.count("rglru") == 18
+        and mixers.count("local_attention") == 8
+        and mixers[:3] == ["rglru", "rglru", "local_attention"]
+    )
     assert cfg.embed_scale == 50.5 and cfg.logit_softcap == 30.0 and cfg.tie_embeddings
     assert cfg.mixer_kwargs["local_attention"]["window"] == 2048
     assert bf16_sqrt(4096) == 64.0 and bf16_sqrt(64) == 8.0 and bf16_sqrt(48) == 6.9375
@@ -96,7 +112,7 @@ def test_model_split_and_decode_equal_full(name):
     out = m(ids[:, :6], segment_pos=sp[:, :6])
     logits = [out.logits]
     for t in range(6, 21):
-        out = m(ids[:, t:t + 1], states=out.states, segment_pos=sp[:, t:t + 1])
+        out = m(ids[:, t : t + 1], states=out.states, segment_pos=sp[:, t : t + 1])
         logits.append(out.logits)
     assert float((torch.cat(logits, 1) - full).abs().max().detach()) <= 1e-12
 
@@ -109,7 +125,7 @@ def test_prefill_then_steps_fp32_bar():
     out = m(ids[:, :11])
     logits = [out.logits]
     for t in range(11, 30):
-        out = m(ids[:, t:t + 1], states=out.states)
+        out = m(ids[:, t : t + 1], states=out.states)
         logits.append(out.logits)
     torch.testing.assert_close(torch.cat(logits, 1), full, rtol=1.3e-6, atol=1e-5)
 
@@ -151,11 +167,11 @@ def test_griffin_init():
     assert cfg.mlp_hidden == 768 and m.blocks[2].mixer.o_proj.in_features == 256
     kappa = 2 / 4
     rec, att = m.blocks[0], m.blocks[2]
-    assert abs(float(rec.mixer.linear_x.weight.std()) - 256 ** -0.5) < 0.005
+    assert abs(float(rec.mixer.linear_x.weight.std()) - 256**-0.5) < 0.005
     assert abs(float(rec.mixer.linear_out.weight.std()) - (kappa / 192) ** 0.5) < 0.005
     assert abs(float(att.mixer.o_proj.weight.std()) - (kappa / 256) ** 0.5) < 0.005
     assert abs(float(rec.mlp.down.weight.std()) - (kappa / 768) ** 0.5) < 0.003
-    assert abs(float(m.embed.weight.std()) - 256 ** -0.5) < 0.005
+    assert abs(float(m.embed.weight.std()) - 256**-0.5) < 0.005
     assert float(att.mixer.o_proj.bias.abs().max()) == 0.0 and torch.equal(rec.norm1.weight, torch.ones(256))
 
 

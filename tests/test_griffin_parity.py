@@ -11,9 +11,15 @@ import torch
 from seqzoo import LanguageModel
 from seqzoo.mixers import build_mixer
 from seqzoo.mixers.rglru import RGLRU
-from seqzoo.parity.recurrentgemma import (griffin_state_dict, load_fixture, local_attention_state_dict,
-                                          model_config_from_griffin, recurrent_block_state_dict, rglru_state_dict,
-                                          ring_from_linear)
+from seqzoo.parity.recurrentgemma import (
+    griffin_state_dict,
+    load_fixture,
+    local_attention_state_dict,
+    model_config_from_griffin,
+    recurrent_block_state_dict,
+    rglru_state_dict,
+    ring_from_linear,
+)
 
 
 def close(actual, expected, **kw):
@@ -29,7 +35,7 @@ def run_prefill_decode(fn, x, sp, P):
     y, s = fn(x[:, :P], None, sp[:, :P])
     prefill_state, ys = s, []
     for t in range(P, x.shape[1]):
-        y_t, s = fn(x[:, t:t + 1], s, sp[:, t:t + 1])
+        y_t, s = fn(x[:, t : t + 1], s, sp[:, t : t + 1])
         ys.append(y_t)
     return y, prefill_state, torch.cat(ys, 1), s
 
@@ -71,8 +77,7 @@ def test_recurrent_block(fx):
 @torch.no_grad()
 def test_local_attention_block(fx):
     f = fx("local_attention")
-    m = build_mixer("local_attention", d_model=64, n_heads=4, n_kv_heads=1, window=8, rope_fraction=0.5,
-                    out_bias=True)
+    m = build_mixer("local_attention", d_model=64, n_heads=4, n_kv_heads=1, window=8, rope_fraction=0.5, out_bias=True)
     m.load_state_dict(local_attention_state_dict(f["official"]))
     x, sp = f["input"]["x"], f["input"]["segment_pos"]
 
@@ -112,7 +117,7 @@ def test_griffin_model(fx, case):
     close(pre.logits, f["output"]["logits_prefill"])
     states, dec = pre.states, []
     for t in range(29, 37):
-        o = model(ids[:, t:t + 1], states=states, segment_pos=sp[:, t:t + 1])
+        o = model(ids[:, t : t + 1], states=states, segment_pos=sp[:, t : t + 1])
         states = o.states
         dec.append(o.logits)
     close(torch.cat(dec, 1), f["output"]["logits_decode"])
@@ -134,20 +139,35 @@ def test_live_reference():
     pytest.importorskip("recurrentgemma.torch")
     from recurrentgemma import torch as rg
 
-    cfg = rg.GriffinConfig(vocab_size=128, width=64, mlp_expanded_width=192, num_heads=4,
-                           block_types=(rg.TemporalBlockType.RECURRENT, rg.TemporalBlockType.ATTENTION,
-                                        rg.TemporalBlockType.RECURRENT),
-                           embeddings_scale_by_sqrt_dim=True, attention_window_size=6, logits_soft_cap=30.0,
-                           lru_width=96)
+    cfg = rg.GriffinConfig(
+        vocab_size=128,
+        width=64,
+        mlp_expanded_width=192,
+        num_heads=4,
+        block_types=(rg.TemporalBlockType.RECURRENT, rg.TemporalBlockType.ATTENTION, rg.TemporalBlockType.RECURRENT),
+        embeddings_scale_by_sqrt_dim=True,
+        attention_window_size=6,
+        logits_soft_cap=30.0,
+        lru_width=96,
+    )
     torch.manual_seed(0)
     ref = rg.Griffin(cfg, gradient_checkpointing=False).eval()
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(torch.randn_like(p) * 0.1 * (p.std() if p.numel() > 1 and p.std() > 0 else 1.0))
-    ours_cfg = model_config_from_griffin({
-        "vocab_size": 128, "width": 64, "mlp_expanded_width": 192, "num_heads": 4,
-        "block_types": ["RECURRENT", "ATTENTION", "RECURRENT"], "embeddings_scale_by_sqrt_dim": True,
-        "attention_window_size": 6, "logits_soft_cap": 30.0, "lru_width": 96})
+    ours_cfg = model_config_from_griffin(
+        {
+            "vocab_size": 128,
+            "width": 64,
+            "mlp_expanded_width": 192,
+            "num_heads": 4,
+            "block_types": ["RECURRENT", "ATTENTION", "RECURRENT"],
+            "embeddings_scale_by_sqrt_dim": True,
+            "attention_window_size": 6,
+            "logits_soft_cap": 30.0,
+            "lru_width": 96,
+        }
+    )
     ours = LanguageModel(ours_cfg).eval()
     ours.load_state_dict(griffin_state_dict(ref.state_dict(), 3))
     ids = torch.randint(0, 128, (2, 41))
@@ -162,8 +182,8 @@ def test_live_reference():
     close(out.logits, ref_logits)
     states = out.states
     for t in range(P, 41):
-        ref_logits, cache = ref(ids[:, t:t + 1], sp[:, t:t + 1], cache=cache)
-        out = ours(ids[:, t:t + 1], states=states, segment_pos=sp[:, t:t + 1])
+        ref_logits, cache = ref(ids[:, t : t + 1], sp[:, t : t + 1], cache=cache)
+        out = ours(ids[:, t : t + 1], states=states, segment_pos=sp[:, t : t + 1])
         states = out.states
         close(out.logits, ref_logits)
     for i in (0, 2):

@@ -35,8 +35,15 @@ V = 64
 
 def tiny_lm(mixer: str, vocab: int = V, **kw) -> LanguageModel:
     """Two layers of ``mixer`` at d_model 16 with the registry's own small constructor arguments."""
-    cfg = ModelConfig(vocab_size=vocab, d_model=16, n_layers=2, pattern=[mixer], mlp_ratio=2.0,
-                      mixer_kwargs={mixer: dict(getattr(MIXERS[mixer], "test_kwargs", {}))}, **kw)
+    cfg = ModelConfig(
+        vocab_size=vocab,
+        d_model=16,
+        n_layers=2,
+        pattern=[mixer],
+        mlp_ratio=2.0,
+        mixer_kwargs={mixer: dict(getattr(MIXERS[mixer], "test_kwargs", {}))},
+        **kw,
+    )
     torch.manual_seed(0)
     return LanguageModel(cfg).eval()
 
@@ -127,7 +134,7 @@ def test_generate_continues_from_a_returned_cache_and_from_embeddings():
     more = hf.generate(first.sequences, past_key_values=cache, max_new_tokens=3, do_sample=False)
     assert torch.equal(more, want)
     new = hf.generate(inputs_embeds=model.embed(x), max_new_tokens=4, do_sample=False)
-    assert torch.equal(new, want[:, x.shape[1]:x.shape[1] + 4])
+    assert torch.equal(new, want[:, x.shape[1] : x.shape[1] + 4])
 
 
 @pytest.mark.slow
@@ -170,8 +177,14 @@ def test_resize_token_embeddings_keeps_seqzoo_in_step(tmp_path):
 
 
 def test_hf_config_round_trips_through_seqzoo_format(tmp_path):
-    cfg = H.SeqzooLMConfig(vocab_size=32, d_model=16, pattern=["rglru", "local_attention"], n_layers=3,
-                           mixer_kwargs={"local_attention": {"n_heads": 2, "window": 4}}, id2label={0: "x"})
+    cfg = H.SeqzooLMConfig(
+        vocab_size=32,
+        d_model=16,
+        pattern=["rglru", "local_attention"],
+        n_layers=3,
+        mixer_kwargs={"local_attention": {"n_heads": 2, "window": 4}},
+        id2label={0: "x"},
+    )
     assert cfg.hidden_size == 16 and cfg.num_hidden_layers == 3 and cfg.tie_word_embeddings is True
     cfg.save_pretrained(tmp_path)
     meta = json.loads((tmp_path / "config.json").read_text())
@@ -275,8 +288,9 @@ def test_encoder_masked_lm_and_classification(preset, tmp_path):
     labels[:, 3] = x[:, 3]
 
     mlm = AutoModelForMaskedLM.from_pretrained(tmp_path / "sz")
-    assert isinstance(mlm, H.SeqzooForMaskedLM) and isinstance(AutoConfig.from_pretrained(tmp_path / "sz"),
-                                                                 H.SeqzooEncoderConfig)
+    assert isinstance(mlm, H.SeqzooForMaskedLM) and isinstance(
+        AutoConfig.from_pretrained(tmp_path / "sz"), H.SeqzooEncoderConfig
+    )
     with torch.no_grad():
         ref, out = model(x, labels=labels), mlm(x, labels=labels)
     assert torch.equal(out.logits, ref.logits) and torch.equal(out.loss, ref.loss)
@@ -293,7 +307,7 @@ def test_encoder_masked_lm_and_classification(preset, tmp_path):
             ref = model(x, labels=y, head="cls")
         assert torch.equal(out.logits, ref.logits) and torch.equal(out.loss, ref.loss)
     else:  # a new head, initialised as seqzoo would (torch's default Linear init: |w| <= 1/sqrt(d))
-        bound = model.config.d_model ** -0.5
+        bound = model.config.d_model**-0.5
         assert 0 < cls.cls_head.weight.abs().max() <= bound and cls.cls_head.weight.std() > bound / 4
 
     # a directory written by the wrapper loads with seqzoo.Encoder, head included
@@ -306,12 +320,15 @@ def test_encoder_masked_lm_and_classification(preset, tmp_path):
 
 
 def test_sequence_classification_problem_types():
-    enc = Encoder(ModelConfig(vocab_size=V, d_model=16, n_layers=1, n_classes=1,
-                              mixer_kwargs={"attention": {"n_heads": 2}})).eval()
+    enc = Encoder(
+        ModelConfig(vocab_size=V, d_model=16, n_layers=1, n_classes=1, mixer_kwargs={"attention": {"n_heads": 2}})
+    ).eval()
     reg = H.from_seqzoo(enc)
     x = ids(B=2, T=6)
     out = reg(x, labels=torch.tensor([0.5, -1.0]))
-    torch.testing.assert_close(out.loss, torch.nn.functional.mse_loss(out.logits.squeeze(-1), torch.tensor([0.5, -1.0])))
+    torch.testing.assert_close(
+        out.loss, torch.nn.functional.mse_loss(out.logits.squeeze(-1), torch.tensor([0.5, -1.0]))
+    )
     with pytest.raises(ValueError, match="classification labels"):
         H.from_seqzoo(Encoder(enc.config.replace(n_classes=3)))(x, labels=torch.tensor([[0, 1]]))
 

@@ -18,8 +18,9 @@ BLOCK = "import sys\nsys.modules['transformers'] = None  # any `import transform
 
 def run_python(code: str, env_extra: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-c", code], check=False, cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code], check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_import_seqzoo_does_not_import_transformers():
@@ -68,9 +69,11 @@ def test_core_model_tests_pass_without_transformers(tmp_path):
     """The core model tests run (and the transformers-dependent ones skip) when transformers cannot be imported."""
     (tmp_path / "sitecustomize.py").write_text(BLOCK)
     path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    code = ("import sys, pytest\n"
-            "sys.exit(pytest.main(['-rs', '-p', 'no:cacheprovider', 'tests/test_models.py', 'tests/test_hf.py', "
-            "'tests/test_rmt_hf.py']))")
+    code = (
+        "import sys, pytest\n"
+        "sys.exit(pytest.main(['-rs', '-p', 'no:cacheprovider', 'tests/test_models.py', 'tests/test_hf.py', "
+        "'tests/test_rmt_hf.py']))"
+    )
     proc = run_python(code, {"PYTHONPATH": path}, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     skipped = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]

@@ -103,7 +103,7 @@ def test_chunked_stream_with_segment_pos_equals_whole(chunk):
         whole, _ = m(x, segment_pos=sp, mode=mode)
         outs, s = [], None
         for a in range(0, T, chunk):
-            y, s = m(x[:, a:a + chunk], state=s, segment_pos=sp[:, a:a + chunk], mode=mode)
+            y, s = m(x[:, a : a + chunk], state=s, segment_pos=sp[:, a : a + chunk], mode=mode)
             outs.append(y)
             assert s.k.shape[1] <= 5  # bounded window cache
         assert maxerr(torch.cat(outs, 1), whole) <= 1e-12, (mode, chunk)
@@ -129,7 +129,7 @@ def test_continuation_without_segment_pos_continues_documents():
     y1, s = m(x[:, :12], segment_pos=sp[:, :12])
     outs = [y1]
     for t in range(12, 20):  # generation: no segment_pos, the cache continues the documents
-        y, s = m(x[:, t:t + 1], state=s)
+        y, s = m(x[:, t : t + 1], state=s)
         outs.append(y)
     assert maxerr(torch.cat(outs, 1), whole) <= 1e-12
 
@@ -149,8 +149,8 @@ def test_rope_on_first_half_only():
     hd = m.head_dim
     k = m.k_proj(x).view(1, 6, 1, hd)
     kr = apply_rope(k, torch.arange(6), m.rope_fraction)
-    assert torch.equal(kr[..., hd // 2:], k[..., hd // 2:])
-    assert maxerr(kr[..., :hd // 2], k[..., :hd // 2]) > 1e-3
+    assert torch.equal(kr[..., hd // 2 :], k[..., hd // 2 :])
+    assert maxerr(kr[..., : hd // 2], k[..., : hd // 2]) > 1e-3
     _, s = m(x)
     assert maxerr(s.k[:, :, 0], kr[0, -5:, 0][None]) <= 1e-12  # cached keys are rotated, last W kept
 

@@ -85,8 +85,13 @@ def _stats(n):
     task = build_task("memory_horizon")
     _, y, span = task.build_with_spans(n, seed=0)
     sp = span.double()
-    return (float(sp.mean()), float((sp <= 50).double().mean()), float((sp <= 100).double().mean()),
-            float(torch.bincount(y.flatten()).max() / y.numel()), int(torch.bincount(y.flatten()).argmax()))
+    return (
+        float(sp.mean()),
+        float((sp <= 50).double().mean()),
+        float((sp <= 100).double().mean()),
+        float(torch.bincount(y.flatten()).max() / y.numel()),
+        int(torch.bincount(y.flatten()).argmax()),
+    )
 
 
 def test_generator_statistics_small():

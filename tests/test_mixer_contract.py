@@ -63,7 +63,7 @@ def test_causality(name):
     x = inputs(m)
     t = 6
     x2 = x.clone()
-    x2[:, t + 1:] = torch.randn_like(x2[:, t + 1:])
+    x2[:, t + 1 :] = torch.randn_like(x2[:, t + 1 :])
     for mode in m.modes:
         y1, _ = m(x, mode=mode)
         y2, _ = m(x2, mode=mode)
@@ -106,7 +106,7 @@ def test_prefill_then_steps_equals_full(name):
     y, s = m(x[:, :P])
     outs = [y]
     for t in range(P, x.shape[1]):
-        y, s = m(x[:, t:t + 1], state=s)
+        y, s = m(x[:, t : t + 1], state=s)
         outs.append(y)
     close(torch.cat(outs, 1), whole)
 

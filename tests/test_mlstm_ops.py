@@ -6,8 +6,14 @@ Outputs, final states (C, n, m), split-sequence and prefill+step equivalence, gr
 import pytest
 import torch
 
-from seqzoo.ops.mlstm import (mlstm, mlstm_chunkwise, mlstm_naive_parallel, mlstm_naive_recurrent, mlstm_parallel,
-                              mlstm_recurrent)
+from seqzoo.ops.mlstm import (
+    mlstm,
+    mlstm_chunkwise,
+    mlstm_naive_parallel,
+    mlstm_naive_recurrent,
+    mlstm_parallel,
+    mlstm_recurrent,
+)
 
 MODES = ("recurrent", "parallel", "chunkwise")
 
@@ -82,7 +88,7 @@ def test_prefill_then_single_steps(mode):
     h, s = run(mode, *(a[:, :P] for a in (q, k, v, i, f)))
     outs = [h]
     for t in range(P, 30):
-        h, s = mlstm(*(a[:, t:t + 1] for a in (q, k, v, i, f)), s, impl="auto", eps=0.0)
+        h, s = mlstm(*(a[:, t : t + 1] for a in (q, k, v, i, f)), s, impl="auto", eps=0.0)
         outs.append(h)
     assert rel(torch.cat(outs, 1), h0) <= 1e-10
 
@@ -91,8 +97,11 @@ def test_prefill_then_single_steps(mode):
 def test_gradients_match_naive_fp64(forget_gate):
     q, k, v, i, f = make(T=40, H=2, K=8, V=8, f_mean=3.0 if forget_gate == "sigmoid" else -0.1)
     g = torch.Generator().manual_seed(5)
-    st = (torch.randn(2, 2, 8, 8, generator=g, dtype=torch.float64), torch.randn(2, 2, 8, generator=g, dtype=torch.float64),
-          torch.randn(2, 2, generator=g, dtype=torch.float64))
+    st = (
+        torch.randn(2, 2, 8, 8, generator=g, dtype=torch.float64),
+        torch.randn(2, 2, 8, generator=g, dtype=torch.float64),
+        torch.randn(2, 2, generator=g, dtype=torch.float64),
+    )
     w = torch.randn(2, 40, 2, 8, generator=g, dtype=torch.float64)
 
     def grads(fn):

@@ -8,13 +8,18 @@ import torch.nn.functional as F
 
 import seqzoo
 from seqzoo import LanguageModel, ModelConfig
-from seqzoo.models import Encoder, PRESETS
+from seqzoo.models import PRESETS, Encoder
 from seqzoo.models.sampling import filter_logits
 
 
 def tiny(pattern=("attention",), **kw):
-    cfg = dict(vocab_size=50, d_model=32, n_layers=3, pattern=list(pattern),
-               mixer_kwargs={"attention": {"n_heads": 4}, "local_attention": {"n_heads": 4, "window": 4}})
+    cfg = dict(
+        vocab_size=50,
+        d_model=32,
+        n_layers=3,
+        pattern=list(pattern),
+        mixer_kwargs={"attention": {"n_heads": 4}, "local_attention": {"n_heads": 4, "window": 4}},
+    )
     cfg.update(kw)
     torch.manual_seed(0)
     return LanguageModel(ModelConfig(**cfg)).eval()
@@ -37,8 +42,13 @@ def test_forward_shapes_and_loss_matches_cross_entropy():
 
 
 def test_pattern_repeats_and_truncates():
-    cfg = ModelConfig(vocab_size=10, d_model=16, n_layers=5, pattern=["attention", "attention", "local_attention"],
-                      mixer_kwargs={"attention": {"n_heads": 2}, "local_attention": {"n_heads": 2}})
+    cfg = ModelConfig(
+        vocab_size=10,
+        d_model=16,
+        n_layers=5,
+        pattern=["attention", "attention", "local_attention"],
+        mixer_kwargs={"attention": {"n_heads": 2}, "local_attention": {"n_heads": 2}},
+    )
     assert cfg.layer_mixers() == ["attention", "attention", "local_attention", "attention", "attention"]
     m = LanguageModel(cfg)
     assert [b.mixer.name for b in m.blocks] == cfg.layer_mixers()
@@ -104,8 +114,14 @@ def test_save_pretrained_round_trip_is_exact(tmp_path, tie):
 
 
 def test_encoder_is_bidirectional_with_both_heads(tmp_path):
-    cfg = ModelConfig(vocab_size=30, d_model=32, n_layers=2, pattern=["attention"], n_classes=3,
-                      mixer_kwargs={"attention": {"n_heads": 4}})
+    cfg = ModelConfig(
+        vocab_size=30,
+        d_model=32,
+        n_layers=2,
+        pattern=["attention"],
+        n_classes=3,
+        mixer_kwargs={"attention": {"n_heads": 4}},
+    )
     torch.manual_seed(0)
     enc = Encoder(cfg).eval()
     assert all(not b.mixer.causal for b in enc.blocks)
@@ -182,8 +198,9 @@ def test_mode_reaches_only_the_layers_that_have_it():
     x = ids()
     ref = m(x).logits
     torch.testing.assert_close(m(x, mode="blocked").logits, ref, atol=1e-5, rtol=1e-5)  # local layers only
-    torch.testing.assert_close(m(x, mode={"attention": "naive", "local_attention": "naive"}).logits, ref,
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        m(x, mode={"attention": "naive", "local_attention": "naive"}).logits, ref, atol=1e-5, rtol=1e-5
+    )
     with pytest.raises(ValueError, match="no layer has mode"):
         m(x, mode="chunkwise")
     with pytest.raises(ValueError, match="does not use"):

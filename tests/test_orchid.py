@@ -62,8 +62,18 @@ def test_gradients_fft_equal_direct(cond, p, sigma):
 @pytest.mark.parametrize("D", [4, 8])
 @pytest.mark.parametrize("T", [1, 2, 7, 16, 33, 64])
 def test_kernel_invariant_and_block_equivariant(cond, p, sigma, condition_on, D, T):
-    m = make(D=D, conditioning=cond, p=p, sigma=sigma, condition_on=condition_on, short_padding="circular",
-             cond_padding="circular", conv="circular", residual_long_conv=True, seed=T)
+    m = make(
+        D=D,
+        conditioning=cond,
+        p=p,
+        sigma=sigma,
+        condition_on=condition_on,
+        short_padding="circular",
+        cond_padding="circular",
+        conv="circular",
+        residual_long_conv=True,
+        seed=T,
+    )
     x = randx(2, T, D, seed=T + D)
     H = m.adaptive_spectrum(x)
     y, _ = m(x)
@@ -73,8 +83,13 @@ def test_kernel_invariant_and_block_equivariant(cond, p, sigma, condition_on, D,
         assert rel(m(xs)[0], roll(y, shift)) <= 1e-10, f"block not equivariant at m={shift}"
 
 
-@pytest.mark.parametrize("kw", [dict(conditioning="type2", sigma="sigmoid_reim"),
-                                dict(conditioning="type1", short_padding="zeros", cond_padding="zeros")])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(conditioning="type2", sigma="sigmoid_reim"),
+        dict(conditioning="type1", short_padding="zeros", cond_padding="zeros"),
+    ],
+)
 def test_invariance_boundary(kw):
     """Documented failures: a sigmoid on Re/Im separately, and zero padding of the time convs."""
     m = make(D=4, **kw)
@@ -157,9 +172,14 @@ class TestCross:
             m(x, state=torch.zeros(1), context=x)
 
 
-@pytest.mark.parametrize("cond,sigma", [("type1", "identity"),
-                                        pytest.param("type2", "identity", marks=pytest.mark.slow),
-                                        pytest.param("type2", "sigmoid", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "cond,sigma",
+    [
+        ("type1", "identity"),
+        pytest.param("type2", "identity", marks=pytest.mark.slow),
+        pytest.param("type2", "sigmoid", marks=pytest.mark.slow),
+    ],
+)
 def test_gradcheck_input_and_all_parameters(cond, sigma):
     """Type II's gradients also match the direct mode in test_gradients_fft_equal_direct (fast)."""
     m = make(D=4, l_max=9, conditioning=cond, sigma=sigma, filter_width=4, filter_inner=1)
@@ -256,12 +276,21 @@ def test_bad_input_and_options():
         m(torch.ones(1, 8, 4, dtype=torch.complex128))
     with pytest.raises(ValueError, match="mode"):
         m(randx(1, 8, 4), mode="scan")
-    for kw, msg in [({"conditioning": "type3"}, "conditioning"), ({"sigma": "tanh"}, "sigma"),
-                    ({"short_padding": "reflect"}, "short_padding"), ({"cond_padding": "same"}, "cond_padding"),
-                    ({"conv": "valid"}, "conv"), ({"condition_on": "s"}, "condition_on"),
-                    ({"short_kernel": 4}, "short_kernel must be odd"), ({"cond_kernel": 2}, "cond_kernel"),
-                    ({"filter_emb_dim": 4}, "filter_emb_dim"), ({"filter_emb_dim": 1}, "filter_emb_dim"),
-                    ({"fft_scaling": "ortho"}, "fft_scaling"), ({"p": 3}, "p "), ({"d_context": 3}, "cross=True")]:
+    for kw, msg in [
+        ({"conditioning": "type3"}, "conditioning"),
+        ({"sigma": "tanh"}, "sigma"),
+        ({"short_padding": "reflect"}, "short_padding"),
+        ({"cond_padding": "same"}, "cond_padding"),
+        ({"conv": "valid"}, "conv"),
+        ({"condition_on": "s"}, "condition_on"),
+        ({"short_kernel": 4}, "short_kernel must be odd"),
+        ({"cond_kernel": 2}, "cond_kernel"),
+        ({"filter_emb_dim": 4}, "filter_emb_dim"),
+        ({"filter_emb_dim": 1}, "filter_emb_dim"),
+        ({"fft_scaling": "ortho"}, "fft_scaling"),
+        ({"p": 3}, "p "),
+        ({"d_context": 3}, "cross=True"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             Orchid(4, **kw)
     Orchid(4, short_kernel=4, short_padding="causal")  # even kernels are fine with causal padding

@@ -40,10 +40,13 @@ def test_bert_parameter_counts(name, published):
 
 
 def test_vision_classifier_patches_and_roundtrip(tmp_path):
-    model = seqzoo.build_model("orchid-vit-digits", n_layers=1, d_model=32,
-                               mixer_kwargs={"orchid": {"l_max": 16, "filter_width": 16}},
-                               extra={"mlp_nblocks": 4, "image_size": 8, "patch_size": 2, "channels": 1,
-                                      "max_value": 16.0})
+    model = seqzoo.build_model(
+        "orchid-vit-digits",
+        n_layers=1,
+        d_model=32,
+        mixer_kwargs={"orchid": {"l_max": 16, "filter_width": 16}},
+        extra={"mlp_nblocks": 4, "image_size": 8, "patch_size": 2, "channels": 1, "max_value": 16.0},
+    )
     pix = torch.randint(0, 17, (3, 64))
     patches = model.patchify(pix)
     assert patches.shape == (3, 16, 4)

@@ -7,14 +7,18 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, shared_dir
 
 README = (REPO / "README.md").read_text()
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, flags=re.S)
 PYTHON = [code for lang, code in BLOCKS if lang == "python"]
-SEQZOO_LINES = [line.split("#")[0].strip() for lang, code in BLOCKS if lang == "bash"
-                for line in code.splitlines() if line.startswith("seqzoo ")]
+SEQZOO_LINES = [
+    line.split("#")[0].strip()
+    for lang, code in BLOCKS
+    if lang == "bash"
+    for line in code.splitlines()
+    if line.startswith("seqzoo ")
+]
 QUICKSTART = [code.strip() for lang, code in BLOCKS if lang == "bash" and code.strip().startswith("python3 -m venv")]
 
 
@@ -37,15 +41,23 @@ def test_cli_examples_run_in_order():
         pytest.skip("the README's text example reads ../shared beside the repository")
     for line in SEQZOO_LINES:
         args = shlex.split(line)[1:]
-        res = subprocess.run([sys.executable, "-m", "seqzoo", *args, *(["--no-progress"] if args[0] in ("train", "bench") else [])],
-                             cwd=REPO, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        res = subprocess.run(
+            [sys.executable, "-m", "seqzoo", *args, *(["--no-progress"] if args[0] in ("train", "bench") else [])],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         assert res.returncode == 0, f"{line}\n{res.stderr[-2000:]}"
 
 
 @pytest.mark.slow
 def test_main_job_default_runs(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "seqzoo", "zoo", "--out", str(tmp_path / "zoo"), "--no-progress"],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "seqzoo", "zoo", "--out", str(tmp_path / "zoo"), "--no-progress"],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert (tmp_path / "zoo" / "zoo.png").stat().st_size > 1000
     assert "| mixer |" in res.stdout

@@ -1,12 +1,13 @@
 """The "rglru" mixer (Griffin's recurrent block) and the document-masked causal conv (spec §2-§4, §5.1)."""
 
+import itertools
 import math
 
 import pytest
 import torch
 
 from seqzoo.mixers import build_mixer
-from seqzoo.mixers.rglru import RGLRUBlock, RGLRUState, init_a_param
+from seqzoo.mixers.rglru import RGLRUState, init_a_param
 from seqzoo.ops.causal_conv import causal_conv1d, causal_conv1d_naive
 from seqzoo.ops.rglru import rglru_naive
 
@@ -94,7 +95,7 @@ def test_random_multi_chunk_splits_and_token_steps():
         cuts = sorted(torch.randperm(T - 1, generator=g)[:5].add(1).tolist())
         bounds = [0, *cuts, T]
         outs, s = [], None
-        for a, b in zip(bounds[:-1], bounds[1:]):
+        for a, b in itertools.pairwise(bounds):
             y, s = m(x[:, a:b], state=s, segment_pos=sp[:, a:b])
             outs.append(y)
         assert maxerr(torch.cat(outs, 1), whole) <= 1e-12
@@ -102,7 +103,7 @@ def test_random_multi_chunk_splits_and_token_steps():
     y, s = m(x[:, :7], segment_pos=sp[:, :7])
     outs.append(y)
     for t in range(7, T):
-        y, s = m(x[:, t:t + 1], state=s, segment_pos=sp[:, t:t + 1])
+        y, s = m(x[:, t : t + 1], state=s, segment_pos=sp[:, t : t + 1])
         outs.append(y)
     assert maxerr(torch.cat(outs, 1), whole) <= 1e-12
 
@@ -209,7 +210,7 @@ def test_masked_conv_matches_loop_and_token_steps():
     assert maxerr(y, y_ref) <= 1e-12 and maxerr(s, s_ref) <= 1e-12
     outs, st = [], None
     for t in range(T):
-        yt, st = causal_conv1d(x[:, t:t + 1], w, b, state=st, segment_pos=sp[:, t:t + 1])
+        yt, st = causal_conv1d(x[:, t : t + 1], w, b, state=st, segment_pos=sp[:, t : t + 1])
         outs.append(yt)
     assert maxerr(torch.cat(outs, 1), y) <= 1e-12 and maxerr(st, s) <= 1e-12
     # the tap rule: a document start at t drops every earlier input from y_t

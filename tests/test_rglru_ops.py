@@ -2,10 +2,15 @@
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from seqzoo.ops.rglru import (SqrtBoundDerivative, linear_scan, linear_scan_chunked, linear_scan_naive, rglru,
-                              rglru_naive)
+from seqzoo.ops.rglru import (
+    SqrtBoundDerivative,
+    linear_scan,
+    linear_scan_chunked,
+    linear_scan_naive,
+    rglru,
+    rglru_naive,
+)
 
 f64 = torch.float64
 
@@ -119,7 +124,7 @@ def test_state_bounded_for_constant_a():
     ap = torch.log(1 / a0 - 1)  # σ(−Λ̃) = a0; with r = σ(ga) and c = 8: a = a0^(8 r)
     ga = torch.full_like(x, 0.0)  # r = 0.5 -> a = a0^4
     y, _ = rglru(x, gx, ga, ap, None, None, impl="scan")
-    a = a0 ** 4
+    a = a0**4
     bound = float((torch.sigmoid(gx) * x).abs().max()) * torch.sqrt((1 + a) / (1 - a))
     assert torch.isfinite(y).all()
     assert bool((y.abs().amax(dim=(0, 1)) <= bound).all())

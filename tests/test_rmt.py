@@ -2,7 +2,6 @@
 
 Tiny float64 backbones: d 32, 2 layers, m 3, L 5; T in {1, 17, 20} (17 ends in a short segment)."""
 
-
 import pytest
 import torch
 
@@ -10,7 +9,9 @@ from seqzoo.models import Encoder, LanguageModel, ModelConfig
 from seqzoo.models.rmt import RMT, RMTConfig, segment_bounds
 
 V, D, M, L = 40, 32, 3, 5
-CFG = ModelConfig(vocab_size=V, d_model=D, n_layers=2, pattern=["attention"], mixer_kwargs={"attention": {"n_heads": 4}})
+CFG = ModelConfig(
+    vocab_size=V, d_model=D, n_layers=2, pattern=["attention"], mixer_kwargs={"attention": {"n_heads": 4}}
+)
 
 
 def make(kind="lm", seed=0, **rmt):
@@ -46,16 +47,21 @@ def unroll(r: RMT, ids, labels, k=-1):
         n = b - a
         if c.placement == "read_write":
             h, _ = bb.trunk(inputs_embeds=torch.cat([mem, x, mem], 1))
-            tok, new_mem = h[:, m:m + n], h[:, m + n:]
+            tok, new_mem = h[:, m : m + n], h[:, m + n :]
         else:
             p = 0 if r.cls_token is None else 1  # learned [CLS] row in front with pool="cls"
             prefix = [] if p == 0 else [r.cls_token.expand(ids.shape[0], 1, D)]
             h, _ = bb.trunk(inputs_embeds=torch.cat(prefix + [mem, x], 1))
-            tok, new_mem = h[:, p + m:], h[:, p:p + m]
+            tok, new_mem = h[:, p + m :], h[:, p : p + m]
         if c.task == "lm":
             logits = bb.lm_head(tok)
-            total = total + torch.nn.functional.cross_entropy(
-                logits.flatten(0, 1), labels[:, a:b].flatten(), ignore_index=-100, reduction="sum") / count
+            total = (
+                total
+                + torch.nn.functional.cross_entropy(
+                    logits.flatten(0, 1), labels[:, a:b].flatten(), ignore_index=-100, reduction="sum"
+                )
+                / count
+            )
         else:
             if c.pool == "cls":
                 pooled = h[:, 0]
@@ -110,8 +116,12 @@ CASES = [
 ]
 
 
-GRAD_RUNS = ([(k, o, "none", 17) for k, o in CASES] + [(*CASES[i], "memory_replay", 17) for i in (0, 2, 4, 7)]
-             + [(*CASES[i], "segment", 20) for i in (1, 3)] + [(*CASES[i], "memory_replay", 1) for i in (0, 4)])
+GRAD_RUNS = (
+    [(k, o, "none", 17) for k, o in CASES]
+    + [(*CASES[i], "memory_replay", 17) for i in (0, 2, 4, 7)]
+    + [(*CASES[i], "segment", 20) for i in (1, 3)]
+    + [(*CASES[i], "memory_replay", 1) for i in (0, 4)]
+)
 
 
 @pytest.mark.parametrize("kind,opts,ckpt,T", GRAD_RUNS)
@@ -149,6 +159,7 @@ def test_truncation_cuts_gradient_exactly(shortcut):
         r.no_grad_shortcut = shortcut
         emb = r.backbone.model.embed
         captured = []
+
         def keep(mod, inp, out, captured=captured):
             if out.requires_grad:  # segments run under no_grad by the shortcut produce no graph
                 out.retain_grad()

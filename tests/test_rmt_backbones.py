@@ -14,8 +14,15 @@ NONCAUSAL = sorted(n for n, c in MIXERS.items() if not c.causal)
 
 def lm_for(mixer):
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=48, d_model=32, n_layers=1, pattern=[mixer],
-                      mixer_kwargs={mixer: dict(MIXERS[mixer].test_kwargs)}, mlp="gelu", mlp_ratio=2.0)
+    cfg = ModelConfig(
+        vocab_size=48,
+        d_model=32,
+        n_layers=1,
+        pattern=[mixer],
+        mixer_kwargs={mixer: dict(MIXERS[mixer].test_kwargs)},
+        mlp="gelu",
+        mlp_ratio=2.0,
+    )
     return LanguageModel(cfg)
 
 
@@ -38,8 +45,15 @@ def test_read_write_rmt_on_causal_mixer(mixer):
 @pytest.mark.parametrize("mixer", NONCAUSAL)
 def test_encoder_rmt_on_noncausal_mixer(mixer):
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=48, d_model=32, n_layers=1, pattern=[mixer],
-                      mixer_kwargs={mixer: dict(MIXERS[mixer].test_kwargs)}, mlp="gelu", mlp_ratio=2.0)
+    cfg = ModelConfig(
+        vocab_size=48,
+        d_model=32,
+        n_layers=1,
+        pattern=[mixer],
+        mixer_kwargs={mixer: dict(MIXERS[mixer].test_kwargs)},
+        mlp="gelu",
+        mlp_ratio=2.0,
+    )
     r = RMT(Encoder(cfg), RMTConfig(num_mem_tokens=2, segment_size=8, num_labels=6))
     assert r.config.placement == "encoder"
     x = torch.randint(0, 48, (2, 20))

@@ -38,8 +38,15 @@ class FirstTokenRecall:
 
 def tiny_rmt(m):
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=16, d_model=32, n_layers=1, pattern=["attention"],
-                      mixer_kwargs={"attention": {"n_heads": 4}}, mlp="gelu", mlp_ratio=2.0)
+    cfg = ModelConfig(
+        vocab_size=16,
+        d_model=32,
+        n_layers=1,
+        pattern=["attention"],
+        mixer_kwargs={"attention": {"n_heads": 4}},
+        mlp="gelu",
+        mlp_ratio=2.0,
+    )
     return RMT(Encoder(cfg), RMTConfig(num_mem_tokens=m, segment_size=6, num_labels=6, pool="cls"))
 
 
@@ -74,9 +81,15 @@ def test_memory_carries_information_and_curriculum_runs(tmp_path):
     accs = {}
     for m in (4, 0):
         model = tiny_rmt(m)
-        res = train_curriculum(model, task, Curriculum(stages=[1, 2], steps_per_stage=40, threshold=0.99, patience=3),
-                               OptimConfig(lr=3e-3, batch_size=32, warmup_steps=10), eval_every=20,
-                               eval_samples=100, out_dir=tmp_path / f"m{m}")
+        res = train_curriculum(
+            model,
+            task,
+            Curriculum(stages=[1, 2], steps_per_stage=40, threshold=0.99, patience=3),
+            OptimConfig(lr=3e-3, batch_size=32, warmup_steps=10),
+            eval_every=20,
+            eval_samples=100,
+            out_dir=tmp_path / f"m{m}",
+        )
         accs[m] = evaluate_segments(model, task, 2, 300, seed=5, split="test")["accuracy"]
         assert [s["stage"] for s in res["stages"]] == [1, 2]
         first, second = res["stages"]
@@ -97,8 +110,16 @@ def test_memorize_on_babi_needs_memory(shared, tmp_path):
     task = BabiMemory("memorize", 3, 16, data_dir=shared / "data", cache_dir=tmp_path / "cache")
     accs = {}
     for m in (4, 0):
-        model = build_rmt("rmt-tiny", vocab_size=task.vocab_size, rmt_overrides={"num_mem_tokens": m, "segment_size": 16})
-        train_curriculum(model, task, Curriculum.naive(3, 200), OptimConfig(batch_size=32, warmup_steps=40),
-                         eval_every=100, eval_samples=100)
+        model = build_rmt(
+            "rmt-tiny", vocab_size=task.vocab_size, rmt_overrides={"num_mem_tokens": m, "segment_size": 16}
+        )
+        train_curriculum(
+            model,
+            task,
+            Curriculum.naive(3, 200),
+            OptimConfig(batch_size=32, warmup_steps=40),
+            eval_every=100,
+            eval_samples=100,
+        )
         accs[m] = evaluate_segments(model, task, 3, 500, split="test")["accuracy"]
     assert accs[4] >= 0.9 and accs[0] <= 0.22, accs

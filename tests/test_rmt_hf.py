@@ -14,16 +14,31 @@ V, M, L = 100, 3, 6
 
 def gpt2(n_positions=64):
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(vocab_size=V, n_embd=64, n_layer=2, n_head=4, n_positions=n_positions,
-                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    cfg = transformers.GPT2Config(
+        vocab_size=V,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_positions=n_positions,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     return transformers.GPT2LMHeadModel(cfg).eval()
 
 
 def bert():
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=2 * V + 10, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=128, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                                  attention_probs_dropout_prob=0.0)
+    cfg = transformers.BertConfig(
+        vocab_size=2 * V + 10,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=32,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     return transformers.BertModel(cfg).eval()
 
 
@@ -43,13 +58,14 @@ def test_gpt2_gradient_equals_unroll():
     mem, total = r.memory.expand(2, M, 64), 0.0
     emb = model.get_input_embeddings()
     for a in range(0, 15, L):
-        seg = x[:, a:a + L]
+        seg = x[:, a : a + L]
         n = seg.shape[1]
         h = model(inputs_embeds=torch.cat([mem, emb(seg), mem], 1), output_hidden_states=True).hidden_states[-1]
-        logits = model.lm_head(h[:, M:M + n])
-        total = total + torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels[:, a:a + n].flatten(),
-                                                          ignore_index=-100, reduction="sum")
-        mem = h[:, M + n:]
+        logits = model.lm_head(h[:, M : M + n])
+        total = total + torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), labels[:, a : a + n].flatten(), ignore_index=-100, reduction="sum"
+        )
+        mem = h[:, M + n :]
     (total / (labels != -100).sum()).backward()
     for n, p in r.named_parameters():
         if n in g_rmt:
@@ -71,8 +87,14 @@ def test_gpt2_position_budget():
 
 def test_gpt_neox_backbone():
     torch.manual_seed(0)
-    cfg = transformers.GPTNeoXConfig(vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=128, max_position_embeddings=64)
+    cfg = transformers.GPTNeoXConfig(
+        vocab_size=V,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=64,
+    )
     r = RMT(transformers.GPTNeoXForCausalLM(cfg).eval(), RMTConfig(num_mem_tokens=M, segment_size=L))
     x = ids(13)
     out = r(x, labels=x, shift_labels=True)

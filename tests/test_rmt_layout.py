@@ -36,7 +36,7 @@ def test_reset_ablation_equals_each_segment_from_P():
     ref = []
     for a, b in segment_bounds(17, L, "left"):
         h, _ = bb.trunk(inputs_embeds=torch.cat([P, bb.embed_tokens(ids[:, a:b]), P], 1))
-        ref.append(bb.lm_head(h[:, M:M + b - a]))
+        ref.append(bb.lm_head(h[:, M : M + b - a]))
     assert float((logits - torch.cat(ref, 1)).abs().max()) <= 1e-12
 
 
@@ -96,7 +96,7 @@ def test_generate_matches_teacher_forcing_across_rollover(prompt):
     out = r.generate(ids, max_new_tokens=12)  # crosses at least two segment boundaries
     assert out.shape == (2, prompt + 12)
     tf = r(out).logits.argmax(-1)
-    assert torch.equal(tf[:, prompt - 1:-1], out[:, prompt:])
+    assert torch.equal(tf[:, prompt - 1 : -1], out[:, prompt:])
 
 
 def test_shift_labels_is_one_global_shift():
@@ -139,17 +139,20 @@ class NoEmbeds(torch.nn.Module):
         return x
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"num_mem_tokens": -1}, "num_mem_tokens"),
-    ({"num_mem_tokens": 2.0}, "num_mem_tokens"),
-    ({"segment_size": 0}, "segment_size"),
-    ({"segment_size": 3, "num_mem_tokens": 3}, r"segment_size \(3\) must be larger than num_mem_tokens \(3\)"),
-    ({"placement": "encoder"}, "bidirectional"),
-    ({"attn_mask": "rmt"}, "supports_custom_mask"),
-    ({"bptt_depth": -2}, "bptt_depth"),
-    ({"task": "classification"}, "num_labels"),
-    ({"checkpoint": "bogus"}, "checkpoint"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"num_mem_tokens": -1}, "num_mem_tokens"),
+        ({"num_mem_tokens": 2.0}, "num_mem_tokens"),
+        ({"segment_size": 0}, "segment_size"),
+        ({"segment_size": 3, "num_mem_tokens": 3}, r"segment_size \(3\) must be larger than num_mem_tokens \(3\)"),
+        ({"placement": "encoder"}, "bidirectional"),
+        ({"attn_mask": "rmt"}, "supports_custom_mask"),
+        ({"bptt_depth": -2}, "bptt_depth"),
+        ({"task": "classification"}, "num_labels"),
+        ({"checkpoint": "bogus"}, "checkpoint"),
+    ],
+)
 def test_bad_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
         make("lm", **kwargs)
@@ -247,8 +250,8 @@ def test_read_write_masks(kind):
     r(ids2)
     h2 = bb.last
     assert torch.equal(h1[:, :M], h2[:, :M])  # read slots never see the segment
-    assert not torch.allclose(h1[:, L + M:], h2[:, L + M:])  # write slots do
+    assert not torch.allclose(h1[:, L + M :], h2[:, L + M :])  # write slots do
     mask = read_write_mask(M, L, kind)
     assert bool(mask[0, 1]) == (kind == "rmt")  # read slot 0 sees read slot 1 only under "rmt"
-    assert not mask[M:M + L, M + L:].any()  # segment tokens never see the write slots
-    assert mask[M + L:, :M + L].all()  # write slots see the read block and the whole segment
+    assert not mask[M : M + L, M + L :].any()  # segment tokens never see the write slots
+    assert mask[M + L :, : M + L].all()  # write slots see the read block and the whole segment

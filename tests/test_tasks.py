@@ -109,7 +109,9 @@ def test_mlm_masking_rule_and_determinism(tmp_path):
     assert not torch.equal(task.build(256, seed=4)[0], x)
     chosen = y != -100
     # rebuild the clean windows independently and check every rule
-    clean, _ = build_task("text", path=str(tmp_path / "a.txt"), seq_len=64, cache_dir=str(tmp_path / "c")).build(256, seed=3)
+    clean, _ = build_task("text", path=str(tmp_path / "a.txt"), seq_len=64, cache_dir=str(tmp_path / "c")).build(
+        256, seed=3
+    )
     assert torch.equal(y[chosen], clean[chosen])  # targets are the original tokens
     assert torch.equal(x[~chosen], clean[~chosen])  # unchosen positions are untouched
     frac = chosen.float().mean().item()
@@ -134,6 +136,17 @@ def test_mlm_trains_an_orchid_bert(tmp_path):
     task = build_task("mlm", path=str(tmp_path / "a.txt"), seq_len=32, cache_dir=str(tmp_path / "c"))
     torch.manual_seed(0)
     model = seqzoo.Encoder(orchid_bert_config(32, n_layers=1, filter_width=8, seq_len=32, vocab_size=task.vocab_size))
-    res = train(model, task, TrainConfig(steps=60, batch_size=16, lr=3e-3, eval_every=60, eval_samples=64,
-                                         out_dir=str(tmp_path / "run"), progress=False))
+    res = train(
+        model,
+        task,
+        TrainConfig(
+            steps=60,
+            batch_size=16,
+            lr=3e-3,
+            eval_every=60,
+            eval_samples=64,
+            out_dir=str(tmp_path / "run"),
+            progress=False,
+        ),
+    )
     assert res["valid_loss"] < 0.6 * np.log(257), res

@@ -1,5 +1,6 @@
 """Training loop: learning, exact resume (also after a real kill), accumulation, optimiser groups, DDP/FSDP."""
 
+import itertools
 import json
 import os
 import signal
@@ -20,13 +21,31 @@ TASK = {"vocab_size": 16, "num_pairs": 2, "seq_len": 16}
 
 def small_model(seed=0):
     torch.manual_seed(seed)
-    return LanguageModel(ModelConfig(vocab_size=16, d_model=32, n_layers=2, pattern=["attention"], dropout=0.1,
-                                     mixer_kwargs={"attention": {"n_heads": 2}}, mlp_ratio=2.0))
+    return LanguageModel(
+        ModelConfig(
+            vocab_size=16,
+            d_model=32,
+            n_layers=2,
+            pattern=["attention"],
+            dropout=0.1,
+            mixer_kwargs={"attention": {"n_heads": 2}},
+            mlp_ratio=2.0,
+        )
+    )
 
 
 def cfg(out=None, **kw):
-    base = dict(steps=30, batch_size=16, lr=3e-3, warmup_steps=5, eval_every=10, eval_samples=64, log_every=1,
-                out_dir=str(out) if out else None, progress=False)
+    base = dict(
+        steps=30,
+        batch_size=16,
+        lr=3e-3,
+        warmup_steps=5,
+        eval_every=10,
+        eval_samples=64,
+        log_every=1,
+        out_dir=str(out) if out else None,
+        progress=False,
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -39,8 +58,15 @@ def test_loss_goes_down_and_files_are_written(tmp_path):
     res = train(small_model(), build_task("mqar", **TASK), cfg(tmp_path, steps=60))
     losses = train_losses(tmp_path / "metrics.jsonl")
     assert len(losses) == 60 and sum(losses[-10:]) / 10 < sum(losses[:10]) / 10
-    for name in ("train_config.json", "task.json", "model_config.json", "final.json", "checkpoint.pt",
-                 "model/config.json", "model/model.safetensors"):
+    for name in (
+        "train_config.json",
+        "task.json",
+        "model_config.json",
+        "final.json",
+        "checkpoint.pt",
+        "model/config.json",
+        "model/model.safetensors",
+    ):
         assert (tmp_path / name).exists(), name
     assert 0.0 <= res["valid_accuracy"] <= 1.0 and res["step"] == 60
 
@@ -56,10 +82,39 @@ def test_resume_gives_the_identical_loss_curve(tmp_path):
 
 
 def _cli(out: Path, steps: int) -> list[str]:
-    return [sys.executable, "-m", "seqzoo", "train", "--model", "attention-tiny", "--task", "mqar",
-            "--task-arg", "vocab_size=16", "--task-arg", "num_pairs=2", "--task-arg", "seq_len=16",
-            "--model-arg", "d_model=32", "--model-arg", "dropout=0.1", "--steps", str(steps), "--batch-size", "16",
-            "--ckpt-every", "5", "--eval-every", "0", "--set", "train.log_every=1", "--out", str(out), "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "seqzoo",
+        "train",
+        "--model",
+        "attention-tiny",
+        "--task",
+        "mqar",
+        "--task-arg",
+        "vocab_size=16",
+        "--task-arg",
+        "num_pairs=2",
+        "--task-arg",
+        "seq_len=16",
+        "--model-arg",
+        "d_model=32",
+        "--model-arg",
+        "dropout=0.1",
+        "--steps",
+        str(steps),
+        "--batch-size",
+        "16",
+        "--ckpt-every",
+        "5",
+        "--eval-every",
+        "0",
+        "--set",
+        "train.log_every=1",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
 
 
 def test_killed_run_resumes_to_the_same_losses(tmp_path):
@@ -93,8 +148,10 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
 
 def test_param_groups_follow_the_rules_and_the_mixers_overrides():
     m = small_model()
-    m.blocks[0].mixer.optim_overrides = lambda: {"q_proj.weight": {"lr": 1e-4, "weight_decay": 0.0},
-                                                 "k_proj.weight": {"lr_scale": 0.5}}
+    m.blocks[0].mixer.optim_overrides = lambda: {
+        "q_proj.weight": {"lr": 1e-4, "weight_decay": 0.0},
+        "k_proj.weight": {"lr_scale": 0.5},
+    }
     groups = param_groups(m, cfg(), m.optim_overrides())
     by_name = {n: g for g in groups for n in g["names"]}
     assert by_name["blocks.0.mixer.q_proj.weight"]["lr"] == 1e-4
@@ -114,7 +171,7 @@ def test_schedule_warms_up_then_decays_to_the_floor():
     assert lr_factor(10, c) == pytest.approx(1.0)
     assert lr_factor(99, c) == pytest.approx(0.1, abs=1e-3)
     f = [lr_factor(s, c) for s in range(10, 100)]
-    assert all(a >= b for a, b in zip(f, f[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(f))
 
 
 def test_bad_train_config_is_rejected():
@@ -132,12 +189,22 @@ def _torchrun_args(out: Path, distributed: str, nproc: int) -> list[str]:
     cmd = _cli(out, 12)
     cmd[cmd.index("--ckpt-every") + 1] = "0"
     i = cmd.index("-m")
-    cmd = cmd[i + 2:]  # drop "python -m seqzoo"
+    cmd = cmd[i + 2 :]  # drop "python -m seqzoo"
     cmd[cmd.index("--model-arg") + 3] = "dropout=0.0"
     if nproc == 1:
         return [sys.executable, "-m", "seqzoo", *cmd, "--distributed", "none"]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            "-m", "seqzoo", *cmd, "--distributed", distributed]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "seqzoo",
+        *cmd,
+        "--distributed",
+        distributed,
+    ]
 
 
 @pytest.mark.parametrize("kind", ["ddp", "fsdp"])
@@ -152,5 +219,9 @@ def test_two_processes_match_one(tmp_path, kind):
     from seqzoo import LanguageModel as LM
 
     x = torch.randint(0, 16, (2, 16))
-    torch.testing.assert_close(LM.from_pretrained(tmp_path / "one" / "model")(x).logits,
-                               LM.from_pretrained(tmp_path / "two" / "model")(x).logits, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        LM.from_pretrained(tmp_path / "one" / "model")(x).logits,
+        LM.from_pretrained(tmp_path / "two" / "model")(x).logits,
+        atol=1e-4,
+        rtol=1e-4,
+    )

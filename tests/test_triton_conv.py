@@ -29,7 +29,7 @@ def _inputs(B, T, C, k, dtype, state=True, bias=True, seg=None, seed=0, device=D
     """x, state in ``dtype``; weight, bias in fp32 (the mixers' parameters); segment_pos with starts."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(B, T, C, generator=g).to(device, dtype)
-    w = (torch.randn(C, k, generator=g) / k ** 0.5).to(device)
+    w = (torch.randn(C, k, generator=g) / k**0.5).to(device)
     b = torch.randn(C, generator=g).to(device) if bias else None
     s = torch.randn(B, k - 1, C, generator=g).to(device, dtype) if state else None
     sp = None
@@ -37,7 +37,7 @@ def _inputs(B, T, C, k, dtype, state=True, bias=True, seg=None, seed=0, device=D
         starts = torch.rand(B, T, generator=g) < seg  # a start where True: segment_pos 0
         starts[0, 0] = True  # a start at t = 0 (the state is cut off)
         if T > 2:
-            starts[-1, T - 2:] = True  # two adjacent starts at the end (the returned buffer is zeroed)
+            starts[-1, T - 2 :] = True  # two adjacent starts at the end (the returned buffer is zeroed)
         sp = torch.where(starts, 0, 1 + torch.arange(T).expand(B, T)).to(device)
     return x, w, b, s, sp
 
@@ -66,8 +66,9 @@ def _compare(B, T, C, k, dtype, state=True, bias=True, seg=None, activation=None
     gy = torch.randn(B, T, C, generator=g, dtype=torch.float64).to(DEV)
     gs = torch.randn(B, k - 1, C, generator=g, dtype=torch.float64).to(DEV)
     y, ns, grads = _run(causal_conv1d, x, w, b, s, sp, gy, gs, impl="triton", activation=activation)
-    y_r, ns_r, grads_r = _run(causal_conv1d_naive, x, w, b, s, sp, gy, gs, dtype_ref=torch.float64,
-                              activation=activation)
+    y_r, ns_r, grads_r = _run(
+        causal_conv1d_naive, x, w, b, s, sp, gy, gs, dtype_ref=torch.float64, activation=activation
+    )
     tol = TOL[dtype]
     assert y.dtype == dtype and ns.dtype == dtype
     _close("y", y, y_r, tol)
@@ -178,15 +179,17 @@ def test_bad_inputs():
 
 
 def test_auto_dispatch_and_lazy_import():
-    """"auto" on CPU tensors is the torch path (never the interpreter); importing seqzoo does not import triton."""
+    """ "auto" on CPU tensors is the torch path (never the interpreter); importing seqzoo does not import triton."""
     x, w, b, s, _ = _inputs(2, 6, 4, 4, torch.float32, device="cpu")
     for got, ref in zip(causal_conv1d(x, w, b, s), causal_conv1d(x, w, b, s, impl="torch")):
         assert torch.equal(got, ref)
     for impl in ("naive", "torch"):
         y, _ = causal_conv1d(x, w, b, s, impl=impl, activation="silu")
         torch.testing.assert_close(y, torch.nn.functional.silu(causal_conv1d(x, w, b, s, impl=impl)[0]))
-    code = ("import sys, torch, seqzoo, seqzoo.ops.causal_conv as c; "
-            "c.causal_conv1d(torch.randn(1, 3, 2), torch.randn(2, 4)); assert 'triton' not in sys.modules")
+    code = (
+        "import sys, torch, seqzoo, seqzoo.ops.causal_conv as c; "
+        "c.causal_conv1d(torch.randn(1, 3, 2), torch.randn(2, 4)); assert 'triton' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -49,12 +49,14 @@ def _grads(out, inputs, weights):
 
 
 # ------------------------------------------------------------------------------------------------ diagonal scan
-SCAN_CASES = [pytest.param((2, 23, 40), torch.float32, True, id="tiny-T23-fp32-h0"),
-              pytest.param((2, 23, 40), torch.float32, False, id="tiny-T23-fp32"),
-              pytest.param((1, 1, 33), torch.float32, True, id="tiny-T1-fp32-h0"),
-              pytest.param((1, 17, 24), torch.bfloat16, True, id="tiny-T17-bf16-h0"),
-              pytest.param((1, 17, 24), torch.float16, False, id="tiny-T17-fp16"),
-              *(pytest.param((8, 4096, 2048), dt, True, id=f"real-{dt}", marks=needs_cuda) for dt in (torch.float32, *LOWP))]
+SCAN_CASES = [
+    pytest.param((2, 23, 40), torch.float32, True, id="tiny-T23-fp32-h0"),
+    pytest.param((2, 23, 40), torch.float32, False, id="tiny-T23-fp32"),
+    pytest.param((1, 1, 33), torch.float32, True, id="tiny-T1-fp32-h0"),
+    pytest.param((1, 17, 24), torch.bfloat16, True, id="tiny-T17-bf16-h0"),
+    pytest.param((1, 17, 24), torch.float16, False, id="tiny-T17-fp16"),
+    *(pytest.param((8, 4096, 2048), dt, True, id=f"real-{dt}", marks=needs_cuda) for dt in (torch.float32, *LOWP)),
+]
 
 
 @pytest.mark.parametrize("shape, dtype, with_h0", SCAN_CASES)
@@ -75,7 +77,10 @@ def test_linear_scan_matches_naive(shape, dtype, with_h0):
     assert h.dtype == out_dtype and hT.dtype == torch.float32
     _close("h", h, hr, dtype)
     _close("h_T", hT, hTr, dtype if dtype == torch.float32 else torch.float16)
-    w = [torch.randn(h.shape, generator=g, dtype=torch.float64).to(DEV), torch.randn(hT.shape, generator=g, dtype=torch.float64).to(DEV)]
+    w = [
+        torch.randn(h.shape, generator=g, dtype=torch.float64).to(DEV),
+        torch.randn(hT.shape, generator=g, dtype=torch.float64).to(DEV),
+    ]
     gk = _grads((h, hT), ins, w)
     gr = _grads((hr, hTr), refs, w)
     for name, x, y in zip(("da", "db", "dh0"), gk, gr):
@@ -98,15 +103,22 @@ def test_rglru_triton_matches_naive():
     yr, hTr = rglru_naive(refs[0], refs[1], refs[2], refs[3], reset, refs[4])
     _close("y", y, yr, torch.float32)
     _close("h_T", hT, hTr, torch.float32)
-    w = [torch.randn(y.shape, generator=g, dtype=torch.float64).to(DEV), torch.randn(hT.shape, generator=g, dtype=torch.float64).to(DEV)]
-    for name, x1, x2 in zip(("dx", "dgx", "dga", "da_param", "dh0"), _grads((y, hT), ins, w), _grads((yr, hTr), refs, w)):
+    w = [
+        torch.randn(y.shape, generator=g, dtype=torch.float64).to(DEV),
+        torch.randn(hT.shape, generator=g, dtype=torch.float64).to(DEV),
+    ]
+    for name, x1, x2 in zip(
+        ("dx", "dgx", "dga", "da_param", "dh0"), _grads((y, hT), ins, w), _grads((yr, hTr), refs, w)
+    ):
         _close(name, x1, x2, torch.float32, scale=2.0)
 
 
-RGLRU_CASES = [pytest.param((2, 21, 24), torch.float32, id="tiny-T21-fp32"),
-               pytest.param((1, 13, 40), torch.bfloat16, id="tiny-T13-bf16"),
-               pytest.param((1, 13, 40), torch.float16, id="tiny-T13-fp16"),
-               *(pytest.param((8, 4096, 2048), dt, id=f"real-{dt}", marks=needs_cuda) for dt in (torch.float32, *LOWP))]
+RGLRU_CASES = [
+    pytest.param((2, 21, 24), torch.float32, id="tiny-T21-fp32"),
+    pytest.param((1, 13, 40), torch.bfloat16, id="tiny-T13-bf16"),
+    pytest.param((1, 13, 40), torch.float16, id="tiny-T13-fp16"),
+    *(pytest.param((8, 4096, 2048), dt, id=f"real-{dt}", marks=needs_cuda) for dt in (torch.float32, *LOWP)),
+]
 
 
 @pytest.mark.parametrize("shape, dtype", RGLRU_CASES)
@@ -128,14 +140,22 @@ def test_rglru_fused_matches_naive(shape, dtype):
     assert y.dtype == dtype and hT.dtype == torch.float32
     _close("y", y, yr, dtype)
     _close("h_T", hT, hTr, dtype if dtype == torch.float32 else torch.float16)
-    w = [torch.randn(y.shape, generator=g, dtype=torch.float64).to(DEV), torch.randn(hT.shape, generator=g, dtype=torch.float64).to(DEV)]
-    for name, x1, x2 in zip(("dx", "dgate_x", "dgate_a", "da_param", "dh0"), _grads((y, hT), ins, w), _grads((yr, hTr), refs, w)):
+    w = [
+        torch.randn(y.shape, generator=g, dtype=torch.float64).to(DEV),
+        torch.randn(hT.shape, generator=g, dtype=torch.float64).to(DEV),
+    ]
+    for name, x1, x2 in zip(
+        ("dx", "dgate_x", "dgate_a", "da_param", "dh0"), _grads((y, hT), ins, w), _grads((yr, hTr), refs, w)
+    ):
         _close(name, x1, x2, dtype, scale=2.0)
 
 
 # ------------------------------------------------------------------------------------------------ mLSTM
-MLSTM_SHAPES = [pytest.param((1, 37, 2, 16, 24), id="tiny-T37"), pytest.param((2, 9, 1, 20, 16), id="tiny-T9"),
-                pytest.param((4, 2048, 16, 128, 256), id="real", marks=needs_cuda)]
+MLSTM_SHAPES = [
+    pytest.param((1, 37, 2, 16, 24), id="tiny-T37"),
+    pytest.param((2, 9, 1, 20, 16), id="tiny-T9"),
+    pytest.param((4, 2048, 16, 128, 256), id="real", marks=needs_cuda),
+]
 
 
 def _mlstm_inputs(shape, dtype, with_state, strong=False, seed=0):
@@ -147,8 +167,11 @@ def _mlstm_inputs(shape, dtype, with_state, strong=False, seed=0):
     f = (torch.randn(B, T, H, generator=g) * (8 if strong else 1) + 2).to(DEV, dtype)
     state = None
     if with_state:
-        state = (torch.randn(B, H, K, V, generator=g).to(DEV), torch.randn(B, H, K, generator=g).abs().to(DEV),
-                 torch.randn(B, H, generator=g).to(DEV))
+        state = (
+            torch.randn(B, H, K, V, generator=g).to(DEV),
+            torch.randn(B, H, K, generator=g).abs().to(DEV),
+            torch.randn(B, H, generator=g).to(DEV),
+        )
     return (q, k, v, i, f), state
 
 
@@ -161,8 +184,9 @@ def test_mlstm_forward_matches_naive(shape, dtype, with_state):
     ins, state = _mlstm_inputs(shape, dtype, with_state)
     with torch.no_grad():
         h, (C, n, m) = mlstm_triton(*ins, state)
-        hr, (Cr, nr, mr) = mlstm_naive_recurrent(*(t.double() for t in ins),
-                                                 None if state is None else tuple(s.double() for s in state))
+        hr, (Cr, nr, mr) = mlstm_naive_recurrent(
+            *(t.double() for t in ins), None if state is None else tuple(s.double() for s in state)
+        )
     assert h.dtype == dtype and C.dtype == n.dtype == m.dtype == torch.float32
     _close("h", h, hr, dtype)
     for name, x, y in (("C", C, Cr), ("n", n, nr), ("m", m, mr)):
@@ -195,13 +219,18 @@ def test_mlstm_gradients_match_naive(forget_gate):
     g = torch.Generator().manual_seed(9)
     outs, outs_r = (h, *st[:2]), (hr, *str_[:2])  # m is piecewise constant: its gradient is checked through h
     w = [torch.randn(o.shape, generator=g, dtype=torch.float64).to(DEV) for o in outs]
-    for name, x, y in zip(("dq", "dk", "dv", "di", "df", "dC0", "dn0", "dm0"), _grads(outs, ins, w), _grads(outs_r, refs, w)):
+    for name, x, y in zip(
+        ("dq", "dk", "dv", "di", "df", "dC0", "dn0", "dm0"), _grads(outs, ins, w), _grads(outs_r, refs, w)
+    ):
         _close(name, x, y, torch.float32, scale=3.0)
 
 
 # ------------------------------------------------------------------------------------------------ GLA / GateLoop
-GLA_SHAPES = [pytest.param((1, 37, 2, 20, 24), id="tiny-T37"), pytest.param((2, 5, 1, 16, 16), id="tiny-T5"),
-              pytest.param((4, 2048, 16, 128, 256), id="real", marks=needs_cuda)]
+GLA_SHAPES = [
+    pytest.param((1, 37, 2, 20, 24), id="tiny-T37"),
+    pytest.param((2, 5, 1, 16, 16), id="tiny-T5"),
+    pytest.param((4, 2048, 16, 128, 256), id="real", marks=needs_cuda),
+]
 
 
 def _gla_inputs(shape, dtype, decay=2.0, seed=0):
@@ -235,15 +264,19 @@ def test_gla_strong_decay_no_overflow():
 
     q, k, v, log_a, S0 = _gla_inputs((1, 33, 1, 16, 16), torch.float32, decay=60.0, seed=2)
     y, S = gla_triton(q, k, v, log_a, S0)
-    yr, Sr = gateloop_naive(*(t.double() for t in (q, k, v, log_a)), None, torch.complex(S0, 0 * S0).to(torch.complex128))
+    yr, Sr = gateloop_naive(
+        *(t.double() for t in (q, k, v, log_a)), None, torch.complex(S0, 0 * S0).to(torch.complex128)
+    )
     _close("y", y, yr, torch.float32)
     _close("S", S, Sr.real, torch.float32)
 
 
-GLA_GRAD_CASES = [pytest.param((1, 19, 2, 20, 24), torch.float32, "triton", id="tiny-T19-fp32-triton"),
-                  pytest.param((1, 19, 2, 16, 16), torch.float32, "torch", id="tiny-T19-fp32-torch-recompute"),
-                  pytest.param((1, 11, 1, 16, 16), torch.bfloat16, "triton", id="tiny-T11-bf16-triton"),
-                  pytest.param((2, 512, 8, 128, 256), torch.bfloat16, "triton", id="real-bf16", marks=needs_cuda)]
+GLA_GRAD_CASES = [
+    pytest.param((1, 19, 2, 20, 24), torch.float32, "triton", id="tiny-T19-fp32-triton"),
+    pytest.param((1, 19, 2, 16, 16), torch.float32, "torch", id="tiny-T19-fp32-torch-recompute"),
+    pytest.param((1, 11, 1, 16, 16), torch.bfloat16, "triton", id="tiny-T11-bf16-triton"),
+    pytest.param((2, 512, 8, 128, 256), torch.bfloat16, "triton", id="real-bf16", marks=needs_cuda),
+]
 
 
 @pytest.mark.parametrize("shape, dtype, backward", GLA_GRAD_CASES)
@@ -256,14 +289,21 @@ def test_gla_gradients_match_naive(shape, dtype, backward):
     y, S = gla_triton(*ins, backward=backward)
     yr, Sr = gateloop_naive(*refs[:4], None, torch.complex(refs[4], torch.zeros_like(refs[4])))
     g = torch.Generator().manual_seed(7)
-    w = [torch.randn(y.shape, generator=g, dtype=torch.float64).to(DEV), torch.randn(S.shape, generator=g, dtype=torch.float64).to(DEV)]
-    for name, x1, x2 in zip(("dq", "dk", "dv", "dlog_a", "dS0"), _grads((y, S), ins, w), _grads((yr, Sr.real), refs, w)):
+    w = [
+        torch.randn(y.shape, generator=g, dtype=torch.float64).to(DEV),
+        torch.randn(S.shape, generator=g, dtype=torch.float64).to(DEV),
+    ]
+    for name, x1, x2 in zip(
+        ("dq", "dk", "dv", "dlog_a", "dS0"), _grads((y, S), ins, w), _grads((yr, Sr.real), refs, w)
+    ):
         _close(name, x1, x2, dtype, scale=3.0)
 
 
-COMPLEX_SHAPES = [pytest.param((1, 29, 2, 8, 16), torch.float32, id="tiny-T29-fp32"),
-                  pytest.param((1, 21, 1, 8, 16), torch.bfloat16, id="tiny-T21-bf16"),
-                  pytest.param((4, 2048, 16, 64, 256), torch.bfloat16, id="real-bf16", marks=needs_cuda)]
+COMPLEX_SHAPES = [
+    pytest.param((1, 29, 2, 8, 16), torch.float32, id="tiny-T29-fp32"),
+    pytest.param((1, 21, 1, 8, 16), torch.bfloat16, id="tiny-T21-bf16"),
+    pytest.param((4, 2048, 16, 64, 256), torch.bfloat16, id="real-bf16", marks=needs_cuda),
+]
 
 
 @pytest.mark.parametrize("shape, dtype", COMPLEX_SHAPES)
@@ -289,16 +329,24 @@ def test_gateloop_complex_gradients_match_naive():
     phase = torch.randn(q.shape, generator=torch.Generator().manual_seed(11)).to(DEV) * 2
     st = torch.complex(S0, -S0.flip(-1))
     ins = [t.clone().requires_grad_() for t in (q, k, v, log_a, phase, st)]
-    refs = [t.detach().clone().to(torch.complex128 if t.is_complex() else torch.float64).requires_grad_()
-            for t in (q, k, v, log_a, phase, st)]
+    refs = [
+        t.detach().clone().to(torch.complex128 if t.is_complex() else torch.float64).requires_grad_()
+        for t in (q, k, v, log_a, phase, st)
+    ]
     y, S = gateloop_triton(*ins)
     yr, Sr = gateloop_naive(*refs)
     g = torch.Generator().manual_seed(12)
-    w = [torch.randn(y.shape, generator=g, dtype=torch.float64).to(DEV), torch.randn(S.shape, generator=g, dtype=torch.float64).to(DEV)]
+    w = [
+        torch.randn(y.shape, generator=g, dtype=torch.float64).to(DEV),
+        torch.randn(S.shape, generator=g, dtype=torch.float64).to(DEV),
+    ]
     loss = (y.double() * w[0]).sum() + (S.real.double() * w[1]).sum() - (S.imag.double() * w[1]).sum()
     loss_r = (yr * w[0]).sum() + (Sr.real * w[1]).sum() - (Sr.imag * w[1]).sum()
-    for name, x1, x2 in zip(("dq", "dk", "dv", "dlog_mag", "dphase", "dstate"), torch.autograd.grad(loss, ins),
-                            torch.autograd.grad(loss_r, refs)):
+    for name, x1, x2 in zip(
+        ("dq", "dk", "dv", "dlog_mag", "dphase", "dstate"),
+        torch.autograd.grad(loss, ins),
+        torch.autograd.grad(loss_r, refs),
+    ):
         _close(name, x1, x2, torch.float32, scale=3.0)
 
 
@@ -330,17 +378,31 @@ def test_kernel_bench_smoke(tmp_path):
 
     from seqzoo.bench.kernels import gla_roofline_ms, run_kernel_bench, scan_roofline_ms
 
-    rows = run_kernel_bench(out_dir=tmp_path / "gpu", lengths=[16], tokens=16, heads=1, dk=16, dv=16, dtype="float32",
-                            smoke=True, threads=None, ops=("gla", "scan", "rglru"))
+    rows = run_kernel_bench(
+        out_dir=tmp_path / "gpu",
+        lengths=[16],
+        tokens=16,
+        heads=1,
+        dk=16,
+        dv=16,
+        dtype="float32",
+        smoke=True,
+        threads=None,
+        ops=("gla", "scan", "rglru"),
+    )
     impls = {(r["op"], r["impl"]) for r in rows}
     assert {("scan", "seqzoo triton"), ("rglru", "seqzoo triton fused"), ("gla", "seqzoo triton")} <= impls
     assert all(r.get("fwdbwd_ms") and r["frac_roofline_fwd"] > 0 for r in rows), [r for r in rows if "error" in r]
     for name in ("kernels.csv", "kernels.json", "config.json", "kernels.png"):
         assert (tmp_path / "gpu" / name).stat().st_size > 0
     assert json.loads((tmp_path / "gpu" / "config.json").read_text())["smoke_interpreter"] is True
-    cpu = run_kernel_bench(device="cpu", out_dir=tmp_path / "cpu", lengths=[16], rounds=1, threads=None, ops=("scan",),
-                           plot=False)
-    assert {r["impl"] for r in cpu if r["op"] == "scan"} == {"torch two-level chunked", "torch per-token loop (baseline)"}
+    cpu = run_kernel_bench(
+        device="cpu", out_dir=tmp_path / "cpu", lengths=[16], rounds=1, threads=None, ops=("scan",), plot=False
+    )
+    assert {r["impl"] for r in cpu if r["op"] == "scan"} == {
+        "torch two-level chunked",
+        "torch per-token loop (baseline)",
+    }
     assert all(r["fwd_speedup_vs_loop"] == 1.0 for r in cpu if "baseline" in r["impl"])
     # anchors.md §2.1 / §2.2 figures: 134 µs scan forward at B=8, T=4096, D=2048 (H100); 1.34 ms GLA C=128 memory bound
     assert abs(scan_roofline_ms(8, 4096, 2048) - 0.134) < 0.001

@@ -38,8 +38,11 @@ def _inputs(shape, dtype, with_state, gates, forget_gate="sigmoid", seed=0):
         f = -f.abs() / 4  # log f = f~ <= 0
     flat = [t.to(DEV, dtype) for t in (q, k, v, i, f)]
     if with_state:
-        flat += [torch.randn(B, H, K, V, generator=g).to(DEV), torch.randn(B, H, K, generator=g).abs().to(DEV),
-                 (torch.randn(B, H, generator=g) * 3).to(DEV)]
+        flat += [
+            torch.randn(B, H, K, V, generator=g).to(DEV),
+            torch.randn(B, H, K, generator=g).abs().to(DEV),
+            (torch.randn(B, H, generator=g) * 3).to(DEV),
+        ]
     return flat
 
 
@@ -93,8 +96,19 @@ TINY = [
 REAL = [
     pytest.param((2, 512, 8, 128, 256), 64, dt, True, "mild", "sigmoid", False, id=f"real-T512-{dt}", marks=needs_cuda)
     for dt in (torch.float32, *LOWP)
-] + [pytest.param((1, 1000, 4, 64, 128), 64, torch.bfloat16, False, "strong", "sigmoid", True, id="real-T1000-bf16-strong",
-                  marks=needs_cuda)]
+] + [
+    pytest.param(
+        (1, 1000, 4, 64, 128),
+        64,
+        torch.bfloat16,
+        False,
+        "strong",
+        "sigmoid",
+        True,
+        id="real-T1000-bf16-strong",
+        marks=needs_cuda,
+    )
+]
 
 
 @pytest.mark.parametrize("shape, chunk, dtype, with_state, gates, forget_gate, with_dm", TINY + REAL)

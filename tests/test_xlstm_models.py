@@ -10,9 +10,17 @@ from seqzoo.mixers import build_mixer
 from seqzoo.models.presets.xlstm import xlstm_config, xlstm_init_
 
 # spec §6.3 table (millions of parameters, untied, vocab 50304) and §6.4 (7B)
-PAPER_COUNTS = {"xlstm71-125m": 163.7, "xlstm10-125m": 163.8, "xlstm71-350m": 408.4, "xlstm10-350m": 409.3,
-                "xlstm71-760m": 839.7, "xlstm10-760m": 840.4, "xlstm71-1.3b": 1420.1, "xlstm10-1.3b": 1422.6,
-                "xlstm-7b": 6865.0}
+PAPER_COUNTS = {
+    "xlstm71-125m": 163.7,
+    "xlstm10-125m": 163.8,
+    "xlstm71-350m": 408.4,
+    "xlstm10-350m": 409.3,
+    "xlstm71-760m": 839.7,
+    "xlstm10-760m": 840.4,
+    "xlstm71-1.3b": 1420.1,
+    "xlstm10-1.3b": 1422.6,
+    "xlstm-7b": 6865.0,
+}
 
 
 @pytest.mark.parametrize("name", sorted(PAPER_COUNTS))
@@ -51,7 +59,7 @@ def test_7b_variant_modes_split_and_steps():
     y1, s = m(x[:, :6])
     outs = [y1]
     for t in range(6, 13):
-        y, s = m(x[:, t:t + 1], state=s)
+        y, s = m(x[:, t : t + 1], state=s)
         outs.append(y)
     assert float((torch.cat(outs, 1) - ref).abs().max()) <= 1e-6 * max(1.0, float(ref.abs().max()))
     assert s.conv is None and s.C.shape == (2, 2, 4, 8)
@@ -120,7 +128,7 @@ def test_prefill_then_decode_equals_full_forward(name):
         logits = [out.logits]
         states = out.states
         for t in range(29, 37):
-            out = model(ids[:, t:t + 1], states=states)
+            out = model(ids[:, t : t + 1], states=states)
             logits.append(out.logits)
             states = out.states
     assert float((torch.cat(logits, 1) - full).abs().max()) <= 1e-4

@@ -13,9 +13,18 @@ import torch
 
 import seqzoo
 from seqzoo.mixers import build_mixer
-from seqzoo.parity.xlstm import (large_config_from_official, large_state_dict, lm_config_from_official, lm_state_dict,
-                                 load_fixture, mlstm_layer_state_dict, mlstm_state_from_neurips,
-                                 mlstm_state_to_neurips, slstm_layer_state_dict, slstm_state_from_official)
+from seqzoo.parity.xlstm import (
+    large_config_from_official,
+    large_state_dict,
+    lm_config_from_official,
+    lm_state_dict,
+    load_fixture,
+    mlstm_layer_state_dict,
+    mlstm_state_from_neurips,
+    mlstm_state_to_neurips,
+    slstm_layer_state_dict,
+    slstm_state_from_official,
+)
 
 F32 = dict(atol=1e-5, rtol=1.3e-6)
 
@@ -66,7 +75,7 @@ def test_mlstm_layer_fixture(shared):
         st = mlstm_state_from_neurips(*(fx["state"][f"prefill.{k}"] for k in ("C", "n", "m", "conv")))
         ys = []
         for t in range(29, 37):
-            y, st = m32(x[:, t:t + 1], state=st)
+            y, st = m32(x[:, t : t + 1], state=st)
             ys.append(y)
         close(torch.cat(ys, 1), fx["output"]["y_step"][:, 29:])
 
@@ -97,7 +106,7 @@ def test_slstm_layer_fixture(shared):
         close(y1, fx["output"]["y_prefill"])
         ys = []
         for t in range(29, 37):
-            y, s1 = m(x[:, t:t + 1], state=s1)
+            y, s1 = m(x[:, t : t + 1], state=s1)
             ys.append(y)
         close(torch.cat(ys, 1), fx["output"]["y_decode"])
         ref = slstm_state_from_official(fx["state"]["decode.slstm"], fx["state"]["decode.conv"])
@@ -131,7 +140,7 @@ def test_xlstm_lm_fixture(shared):
         for stage in ("prefill", "decode"):
             if stage == "decode":
                 for t in range(29, 37):
-                    out = model(ids[:, t:t + 1], states=states)
+                    out = model(ids[:, t : t + 1], states=states)
                     logits.append(out.logits)
                     states = out.states
             for b, st in enumerate(states):
@@ -180,7 +189,7 @@ def test_xlstm_large_fixture(shared, layout):
         close(out.logits, fx["output"]["logits_prefill"])
         logits, states = [], out.states
         for t in range(29, 37):
-            out = model(ids[:, t:t + 1], states=states)
+            out = model(ids[:, t : t + 1], states=states)
             logits.append(out.logits)
             states = out.states
         close(torch.cat(logits, 1), fx["output"]["logits_decode"])
@@ -213,7 +222,7 @@ def test_live_mlstm_layer(D, H, T):
         close(ours(x, mode="parallel")[0], off(x), atol=2e-5, rtol=1e-5)
         st, conv, ys = None, None, []
         for t in range(T):
-            y, s = off.step(x[:, t:t + 1], mlstm_state=st, conv_state=conv)
+            y, s = off.step(x[:, t : t + 1], mlstm_state=st, conv_state=conv)
             st, conv = s["mlstm_state"], s["conv_state"]
             ys.append(y)
         y_ours, s_ours = ours(x, mode="chunkwise")
@@ -228,8 +237,9 @@ def test_live_mlstm_layer(D, H, T):
 def test_live_slstm_layer(D, H):
     xlstm = pytest.importorskip("xlstm")
     torch.manual_seed(0)
-    off = xlstm.sLSTMLayer(xlstm.sLSTMLayerConfig(embedding_dim=D, num_heads=H, conv1d_kernel_size=4,
-                                                  backend="vanilla")).eval()
+    off = xlstm.sLSTMLayer(
+        xlstm.sLSTMLayerConfig(embedding_dim=D, num_heads=H, conv1d_kernel_size=4, backend="vanilla")
+    ).eval()
     off.reset_parameters()
     _perturb(off, 2)
     with torch.no_grad():
@@ -237,8 +247,11 @@ def test_live_slstm_layer(D, H):
     ours = build_mixer("slstm", d_model=D, num_heads=H).eval()
     cell = off.slstm_cell
     # the cell's properties are ParameterProxy objects: .clone() gives the external view, .detach() the raw tensor
-    ours.load_state_dict(slstm_layer_state_dict(off.state_dict(), H, R=cell.recurrent_kernel.clone().detach(),
-                                                bias=cell.bias.clone().detach()))
+    ours.load_state_dict(
+        slstm_layer_state_dict(
+            off.state_dict(), H, R=cell.recurrent_kernel.clone().detach(), bias=cell.bias.clone().detach()
+        )
+    )
     x = torch.randn(2, 31, D)
     with torch.no_grad():
         y_off, s_off = off(x, return_last_state=True)
@@ -256,10 +269,18 @@ def test_live_xlstm71_lm():
 
     torch.manual_seed(0)
     cfg = xlstm.xLSTMLMModelConfig(
-        vocab_size=50, embedding_dim=32, num_blocks=8, slstm_at=[3], context_length=40, tie_weights=False,
+        vocab_size=50,
+        embedding_dim=32,
+        num_blocks=8,
+        slstm_at=[3],
+        context_length=40,
+        tie_weights=False,
         mlstm_block=xlstm.mLSTMBlockConfig(mlstm=xlstm.mLSTMLayerConfig(num_heads=4)),
-        slstm_block=xlstm.sLSTMBlockConfig(slstm=xlstm.sLSTMLayerConfig(backend="vanilla", num_heads=4),
-                                           feedforward=xlstm.FeedForwardConfig(proj_factor=1.3, act_fn="gelu")))
+        slstm_block=xlstm.sLSTMBlockConfig(
+            slstm=xlstm.sLSTMLayerConfig(backend="vanilla", num_heads=4),
+            feedforward=xlstm.FeedForwardConfig(proj_factor=1.3, act_fn="gelu"),
+        ),
+    )
     off = xlstm.xLSTMLMModel(cfg).eval()
     off.reset_parameters()
     _perturb(off, 3)
@@ -279,10 +300,20 @@ def test_live_xlstm_large():
     from xlstm.xlstm_large.model import xLSTMLarge, xLSTMLargeConfig
 
     torch.manual_seed(0)
-    cfg = xLSTMLargeConfig(embedding_dim=96, num_heads=3, num_blocks=3, vocab_size=40, chunk_size=8,
-                           chunkwise_kernel="chunkwise--native_autograd", sequence_kernel="native_sequence__native",
-                           step_kernel="native", mode="inference", return_last_states=True,
-                           autocast_kernel_dtype="float32", inference_state_dtype="float32")
+    cfg = xLSTMLargeConfig(
+        embedding_dim=96,
+        num_heads=3,
+        num_blocks=3,
+        vocab_size=40,
+        chunk_size=8,
+        chunkwise_kernel="chunkwise--native_autograd",
+        sequence_kernel="native_sequence__native",
+        step_kernel="native",
+        mode="inference",
+        return_last_states=True,
+        autocast_kernel_dtype="float32",
+        inference_state_dtype="float32",
+    )
     off = xLSTMLarge(cfg).eval()
     _perturb(off, 4)
     ours_cfg = large_config_from_official(asdict(cfg))

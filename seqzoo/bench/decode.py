@@ -107,12 +107,19 @@ def decode_point(model, context_len: int, batch: int = 1, steps: int = 20, seed:
     states = states_at(model, int(context_len), int(batch), seed)
     sec = decode_latency(model, states, steps=int(steps))
     nbytes = state_bytes(states)
-    return {"ms_per_token": round(sec * 1e3, 3), "state_mb": round(nbytes / 2 ** 20, 4), "state_bytes": nbytes}
+    return {"ms_per_token": round(sec * 1e3, 3), "state_mb": round(nbytes / 2**20, 4), "state_bytes": nbytes}
 
 
-def run_decode_bench(out_dir: Path, presets: str = "hawk-tiny,griffin-tiny,mqa-tiny",
-                     lengths: str = "1024,2048,4096,8192,16384,32768", batch: int = 1, steps: int = 20,
-                     threads: int = 1, check_prefill_len: int = 512, seed: int = 0) -> dict[str, Any]:
+def run_decode_bench(
+    out_dir: Path,
+    presets: str = "hawk-tiny,griffin-tiny,mqa-tiny",
+    lengths: str = "1024,2048,4096,8192,16384,32768",
+    batch: int = 1,
+    steps: int = 20,
+    threads: int = 1,
+    check_prefill_len: int = 512,
+    seed: int = 0,
+) -> dict[str, Any]:
     from ..models import build_model
 
     torch.set_num_threads(int(threads))
@@ -134,12 +141,33 @@ def run_decode_bench(out_dir: Path, presets: str = "hawk-tiny,griffin-tiny,mqa-t
         for L in Ls:
             states = states_at(model, L, int(batch), seed)
             sec = decode_latency(model, states, steps=int(steps))
-            rows.append({"model": name, "context": L, "batch": int(batch), "ms_per_token": round(sec * 1e3, 3),
-                         "state_mb": round(state_bytes(states) / 2 ** 20, 4), "state_bytes": state_bytes(states),
-                         "params": model.num_parameters(), "threads": int(threads)})
+            rows.append(
+                {
+                    "model": name,
+                    "context": L,
+                    "batch": int(batch),
+                    "ms_per_token": round(sec * 1e3, 3),
+                    "state_mb": round(state_bytes(states) / 2**20, 4),
+                    "state_bytes": state_bytes(states),
+                    "params": model.num_parameters(),
+                    "threads": int(threads),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
-    (out / "config.json").write_text(json.dumps({"presets": names, "lengths": Ls, "batch": batch, "steps": steps,
-                                                 "threads": threads, "torch": torch.__version__}, indent=2) + "\n")
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "presets": names,
+                "lengths": Ls,
+                "batch": batch,
+                "steps": steps,
+                "threads": threads,
+                "torch": torch.__version__,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     (out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))

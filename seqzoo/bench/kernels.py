@@ -25,9 +25,9 @@ import argparse
 import csv
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -51,8 +51,20 @@ def rglru_roofline_ms(B: int, T: int, D: int, s: int = 2, backward: bool = False
     return (12 if backward else 4) * B * T * D * s / HBM_BW[gpu] * 1e3
 
 
-def gla_roofline_ms(B: int, T: int, H: int, Dk: int, Dv: int, C: int, Dg: int, s: int = 2, s_state: int = 4,
-                    states_on_chip: bool = True, backward: bool = False, gpu: str = "H100") -> float:
+def gla_roofline_ms(
+    B: int,
+    T: int,
+    H: int,
+    Dk: int,
+    Dv: int,
+    C: int,
+    Dg: int,
+    s: int = 2,
+    s_state: int = 4,
+    states_on_chip: bool = True,
+    backward: bool = False,
+    gpu: str = "H100",
+) -> float:
     """anchors.md §2.2: max(FLOPs / P, bytes / BW) for chunked GLA / mLSTM; fwd+bwd ≈ 3x the forward (both terms).
 
     ``states_on_chip``: the seqzoo kernels keep chunk states in registers, so the state term is dropped.
@@ -134,12 +146,17 @@ def _mlstm_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]
     if cuda:
         from ..kernels.mlstm import mlstm_triton
 
-        out[f"seqzoo triton (bwd={_mlstm_backward_label(mlstm_triton)})"] = (lambda *a: mlstm_triton(*a, chunk_size=64), ins)
+        out[f"seqzoo triton (bwd={_mlstm_backward_label(mlstm_triton)})"] = (
+            lambda *a: mlstm_triton(*a, chunk_size=64),
+            ins,
+        )
         try:
             from mlstm_kernels.torch import get_mlstm_kernel
 
             kern = get_mlstm_kernel("chunkwise--triton_xl_chunk")
-            bhtd = [t.transpose(1, 2).contiguous() for t in (q, k, v)] + [t.transpose(1, 2).contiguous() for t in (i, f)]
+            bhtd = [t.transpose(1, 2).contiguous() for t in (q, k, v)] + [
+                t.transpose(1, 2).contiguous() for t in (i, f)
+            ]
             out["mlstm_kernels triton_xl_chunk"] = (lambda *a: kern(*a, chunk_size=128), bhtd)
         except Exception:  # not installed or another API version: skipped
             pass
@@ -176,7 +193,10 @@ def _gla_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]:
             from fla.ops.simple_gla import chunk_simple_gla
 
             out["fla chunk_gla"] = (lambda *a: chunk_gla(*a), ins)
-            out["fla chunk_simple_gla"] = (lambda q_, k_, v_, g_: chunk_simple_gla(q_, k_, v_, g_), [q, k, v, log_a[..., 0].contiguous()])
+            out["fla chunk_simple_gla"] = (
+                lambda q_, k_, v_, g_: chunk_simple_gla(q_, k_, v_, g_),
+                [q, k, v, log_a[..., 0].contiguous()],
+            )
         except Exception:
             pass
     else:
@@ -223,7 +243,7 @@ def _conv_contenders(B, T, C, dev, dtype, cuda: bool, k: int = 4) -> dict[str, t
 
     g = torch.Generator(device="cpu").manual_seed(5)
     x = torch.randn(B, T, C, generator=g).to(dev, dtype)
-    w = (torch.randn(C, k, generator=g) / k ** 0.5).to(dev, dtype)
+    w = (torch.randn(C, k, generator=g) / k**0.5).to(dev, dtype)
     b = torch.randn(C, generator=g).to(dev, dtype)
     ins = [x, w, b]
     out: dict[str, tuple] = {"torch F.conv1d": (lambda *a: causal_conv1d(*a, impl="torch"), ins)}
@@ -247,10 +267,22 @@ def _sdpa_contender(B, T, H, D, dev, dtype) -> dict[str, tuple]:
 
 
 # ------------------------------------------------------------------------------------------------ driver
-def run_kernel_bench(device: str | None = None, out_dir: str | Path = "results/kernels", lengths: list[int] | None = None,
-                     tokens: int = 65536, heads: int = 16, dk: int = 128, dv: int = 256, gpu: str = "H100",
-                     dtype: str | None = None, rounds: int = 3, threads: int | None = 1,
-                     plot: bool = True, smoke: bool = False, ops: tuple[str, ...] = OPS) -> list[dict[str, Any]]:
+def run_kernel_bench(
+    device: str | None = None,
+    out_dir: str | Path = "results/kernels",
+    lengths: list[int] | None = None,
+    tokens: int = 65536,
+    heads: int = 16,
+    dk: int = 128,
+    dv: int = 256,
+    gpu: str = "H100",
+    dtype: str | None = None,
+    rounds: int = 3,
+    threads: int | None = 1,
+    plot: bool = True,
+    smoke: bool = False,
+    ops: tuple[str, ...] = OPS,
+) -> list[dict[str, Any]]:
     """Run the benchmark and write results; returns the rows. See the module docstring.
 
     ``threads``: CPU threads (default 1: on a shared 2-core box two threads are often 10-20x slower).
@@ -323,16 +355,30 @@ def run_kernel_bench(device: str | None = None, out_dir: str | Path = "results/k
     for T in lengths:
         B = max(1, tokens // T)
         shape = {"B": B, "T": T, "H": heads, "Dk": dk, "Dv": dv}
-        rec_bounds = {"bound_fwd": gla_roofline_ms(B, T, heads, dk, dv, 64, 2, s, gpu=gpu),
-                      "bound_fwdbwd": gla_roofline_ms(B, T, heads, dk, dv, 64, 2, s, backward=True, gpu=gpu)}
-        record("mlstm", shape, lambda: _mlstm_contenders(B, T, heads, dk, dv, dev, dt, cuda), rec_bounds if cuda else {})
-        gla_bounds = {"bound_fwd": gla_roofline_ms(B, T, heads, dk, dv, 32, dk, s, gpu=gpu),
-                      "bound_fwdbwd": gla_roofline_ms(B, T, heads, dk, dv, 32, dk, s, backward=True, gpu=gpu)}
+        rec_bounds = {
+            "bound_fwd": gla_roofline_ms(B, T, heads, dk, dv, 64, 2, s, gpu=gpu),
+            "bound_fwdbwd": gla_roofline_ms(B, T, heads, dk, dv, 64, 2, s, backward=True, gpu=gpu),
+        }
+        record(
+            "mlstm", shape, lambda: _mlstm_contenders(B, T, heads, dk, dv, dev, dt, cuda), rec_bounds if cuda else {}
+        )
+        gla_bounds = {
+            "bound_fwd": gla_roofline_ms(B, T, heads, dk, dv, 32, dk, s, gpu=gpu),
+            "bound_fwdbwd": gla_roofline_ms(B, T, heads, dk, dv, 32, dk, s, backward=True, gpu=gpu),
+        }
         record("gla", shape, lambda: _gla_contenders(B, T, heads, dk, dv, dev, dt, cuda), gla_bounds if cuda else {})
         ah, ad = (32, 128) if cuda and not smoke else (heads, dk)
-        record("attention", {"B": B, "T": T, "H": ah, "Dk": ad, "Dv": ad}, lambda: _sdpa_contender(B, T, ah, ad, dev, dt),
-               {"bound_fwd": attention_roofline_ms(B, T, ah, ad), "bound_fwdbwd": attention_roofline_ms(B, T, ah, ad, True)}
-               if cuda else {})
+        record(
+            "attention",
+            {"B": B, "T": T, "H": ah, "Dk": ad, "Dv": ad},
+            lambda: _sdpa_contender(B, T, ah, ad, dev, dt),
+            {
+                "bound_fwd": attention_roofline_ms(B, T, ah, ad),
+                "bound_fwdbwd": attention_roofline_ms(B, T, ah, ad, True),
+            }
+            if cuda
+            else {},
+        )
     if smoke:
         scan_shapes = [(1, T, 32) for T in lengths]
     elif cuda:
@@ -340,23 +386,57 @@ def run_kernel_bench(device: str | None = None, out_dir: str | Path = "results/k
     else:
         scan_shapes = [(2, T, 64) for T in lengths]
     for B, T, D in scan_shapes:
-        record("scan", {"B": B, "T": T, "H": 1, "Dk": D, "Dv": 1}, lambda: _scan_contenders(B, T, D, dev, dt, cuda),
-               {"bound_fwd": scan_roofline_ms(B, T, D, s, gpu=gpu), "bound_fwdbwd": scan_roofline_ms(B, T, D, s, True, gpu)}
-               if cuda else {})
-        record("rglru", {"B": B, "T": T, "H": 1, "Dk": D, "Dv": 1}, lambda: _rglru_contenders(B, T, D, dev, dt, cuda),
-               {"bound_fwd": rglru_roofline_ms(B, T, D, s, gpu=gpu), "bound_fwdbwd": rglru_roofline_ms(B, T, D, s, True, gpu)}
-               if cuda else {})
-        record("conv", {"B": B, "T": T, "H": 1, "Dk": D, "Dv": 1}, lambda: _conv_contenders(B, T, D, dev, dt, cuda),
-               {"bound_fwd": conv_roofline_ms(B, T, D, s, gpu=gpu), "bound_fwdbwd": conv_roofline_ms(B, T, D, s, True, gpu)}
-               if cuda else {})
+        record(
+            "scan",
+            {"B": B, "T": T, "H": 1, "Dk": D, "Dv": 1},
+            lambda: _scan_contenders(B, T, D, dev, dt, cuda),
+            {
+                "bound_fwd": scan_roofline_ms(B, T, D, s, gpu=gpu),
+                "bound_fwdbwd": scan_roofline_ms(B, T, D, s, True, gpu),
+            }
+            if cuda
+            else {},
+        )
+        record(
+            "rglru",
+            {"B": B, "T": T, "H": 1, "Dk": D, "Dv": 1},
+            lambda: _rglru_contenders(B, T, D, dev, dt, cuda),
+            {
+                "bound_fwd": rglru_roofline_ms(B, T, D, s, gpu=gpu),
+                "bound_fwdbwd": rglru_roofline_ms(B, T, D, s, True, gpu),
+            }
+            if cuda
+            else {},
+        )
+        record(
+            "conv",
+            {"B": B, "T": T, "H": 1, "Dk": D, "Dv": 1},
+            lambda: _conv_contenders(B, T, D, dev, dt, cuda),
+            {
+                "bound_fwd": conv_roofline_ms(B, T, D, s, gpu=gpu),
+                "bound_fwdbwd": conv_roofline_ms(B, T, D, s, True, gpu),
+            }
+            if cuda
+            else {},
+        )
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    config = {"device": device, "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
-              "smoke_interpreter": smoke, "dtype": str(dt),
-              "tokens": tokens, "heads": heads, "dk": dk, "dv": dv, "lengths": lengths, "gpu_limits": gpu,
-              "timing": "triton.testing.do_bench median" if cuda else f"min of {rounds}, interleaved",
-              "torch": torch.__version__, "threads": torch.get_num_threads()}
+    config = {
+        "device": device,
+        "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+        "smoke_interpreter": smoke,
+        "dtype": str(dt),
+        "tokens": tokens,
+        "heads": heads,
+        "dk": dk,
+        "dv": dv,
+        "lengths": lengths,
+        "gpu_limits": gpu,
+        "timing": "triton.testing.do_bench median" if cuda else f"min of {rounds}, interleaved",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     (out / "kernels.json").write_text(json.dumps(rows, indent=2))
     fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in ("op", "impl", "B", "T", "H", "Dk", "Dv"), k))
@@ -401,7 +481,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None, help="cuda | cpu (default: cuda when available)")
     p.add_argument("--out", default="results/kernels")
     p.add_argument("--lengths", default=None, help="comma-separated T values")
-    p.add_argument("--gpu", default="H100", choices=sorted(HBM_BW), help="whose measured HBM bandwidth the roofline uses")
+    p.add_argument(
+        "--gpu", default="H100", choices=sorted(HBM_BW), help="whose measured HBM bandwidth the roofline uses"
+    )
     p.add_argument("--dtype", default=None)
     p.add_argument("--rounds", type=int, default=3, help="CPU: interleaved rounds (min is reported)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads")
@@ -413,11 +495,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dv", type=int, default=256)
     a = p.parse_args(argv)
     lengths = [int(x) for x in a.lengths.split(",")] if a.lengths else None
-    rows = run_kernel_bench(a.device, a.out, lengths, tokens=a.tokens, heads=a.heads, dk=a.dk, dv=a.dv, gpu=a.gpu,
-                            dtype=a.dtype, rounds=a.rounds, threads=a.threads, smoke=a.smoke,
-                            ops=tuple(a.ops.split(",")))
+    rows = run_kernel_bench(
+        a.device,
+        a.out,
+        lengths,
+        tokens=a.tokens,
+        heads=a.heads,
+        dk=a.dk,
+        dv=a.dv,
+        gpu=a.gpu,
+        dtype=a.dtype,
+        rounds=a.rounds,
+        threads=a.threads,
+        smoke=a.smoke,
+        ops=tuple(a.ops.split(",")),
+    )
     for r in rows:
-        cells = {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in r.items() if k.endswith(("_ms", "_vs_loop")) or k.startswith("frac")}
+        cells = {
+            k: (f"{v:.3g}" if isinstance(v, float) else v)
+            for k, v in r.items()
+            if k.endswith(("_ms", "_vs_loop")) or k.startswith("frac")
+        }
         print(r["op"], f"T={r['T']}", r["impl"], cells)
     print(f"results: {a.out}/kernels.csv, kernels.json, config.json, kernels.png")
     return 0

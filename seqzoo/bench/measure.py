@@ -22,9 +22,19 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
 
 
-def measure_point(mixer: str, mode: str | None, T: int, d_model: int = 64, batch: int = 1,
-                  mixer_kwargs: dict[str, Any] | None = None, device: str = "cpu", dtype: str = "float32",
-                  backward: bool = True, min_run_time: float = 0.3, threads: int | None = None) -> dict[str, Any]:
+def measure_point(
+    mixer: str,
+    mode: str | None,
+    T: int,
+    d_model: int = 64,
+    batch: int = 1,
+    mixer_kwargs: dict[str, Any] | None = None,
+    device: str = "cpu",
+    dtype: str = "float32",
+    backward: bool = True,
+    min_run_time: float = 0.3,
+    threads: int | None = None,
+) -> dict[str, Any]:
     if threads:
         torch.set_num_threads(threads)
     dev = torch.device(device)

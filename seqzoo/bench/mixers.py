@@ -29,8 +29,12 @@ def _run_point(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         except Exception as e:  # e.g. out of memory: recorded, the sweep goes on
             return {"error": f"{type(e).__name__}: {str(e)[:200]}"}
     try:
-        proc = subprocess.run([sys.executable, "-m", "seqzoo.bench.measure", json.dumps(spec)],
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-m", "seqzoo.bench.measure", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timeout > {timeout:.0f}s"}
     if proc.returncode != 0:
@@ -38,11 +42,23 @@ def _run_point(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_mixer_bench(mixers: list[str], lengths: list[int], modes: str | list[str] = "default", d_model: int = 64,
-                    batch: int = 1, mixer_kwargs: dict[str, dict] | None = None, baseline: str | None = "attention",
-                    device: str = "cpu", dtype: str = "float32", backward: bool = True, timeout: float = 300.0,
-                    min_run_time: float = 0.3, threads: int | None = None, out_dir: str | Path | None = None,
-                    progress: bool = True) -> list[dict[str, Any]]:
+def run_mixer_bench(
+    mixers: list[str],
+    lengths: list[int],
+    modes: str | list[str] = "default",
+    d_model: int = 64,
+    batch: int = 1,
+    mixer_kwargs: dict[str, dict] | None = None,
+    baseline: str | None = "attention",
+    device: str = "cpu",
+    dtype: str = "float32",
+    backward: bool = True,
+    timeout: float = 300.0,
+    min_run_time: float = 0.3,
+    threads: int | None = None,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
     """Measure every (mixer, mode, length); ``modes`` is "default", "all" or a list of mode names."""
     for name in mixers + ([baseline] if baseline else []):
         if name not in MIXERS:
@@ -67,15 +83,35 @@ def run_mixer_bench(mixers: list[str], lengths: list[int], modes: str | list[str
     rows = []
     todo = [(n, m, T) for T in lengths for n, m in points]
     for name, mode, T in tqdm(todo, desc="bench", disable=not progress):
-        spec = {"mixer": name, "mode": mode, "T": int(T), "d_model": d_model, "batch": batch,
-                "mixer_kwargs": mixer_kwargs.get(name, {}), "device": device, "dtype": dtype,
-                "backward": backward, "min_run_time": min_run_time, "threads": threads}
+        spec = {
+            "mixer": name,
+            "mode": mode,
+            "T": int(T),
+            "d_model": d_model,
+            "batch": batch,
+            "mixer_kwargs": mixer_kwargs.get(name, {}),
+            "device": device,
+            "dtype": dtype,
+            "backward": backward,
+            "min_run_time": min_run_time,
+            "threads": threads,
+        }
         res = _run_point(spec, timeout)
         rows.append({"mixer": name, "mode": mode or "default", "T": int(T), **res})
     add_ratios(rows, baseline)
     if out_dir is not None:
-        write_results(rows, Path(out_dir), meta={"d_model": d_model, "batch": batch, "device": device,
-                                                  "dtype": dtype, "baseline": baseline, "mixer_kwargs": mixer_kwargs})
+        write_results(
+            rows,
+            Path(out_dir),
+            meta={
+                "d_model": d_model,
+                "batch": batch,
+                "device": device,
+                "dtype": dtype,
+                "baseline": baseline,
+                "mixer_kwargs": mixer_kwargs,
+            },
+        )
     return rows
 
 
@@ -105,7 +141,11 @@ def write_results(rows: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     lead = [("mixer", lambda r: r["mixer"]), ("mode", lambda r: r["mode"]), ("T", lambda r: r["T"])]
-    metrics = [("fwd ms", "fwd_ms", "{:.2f}"), ("fwd+bwd ms", "fwdbwd_ms", "{:.2f}"),
-               ("fwd+bwd peak MB", "fwdbwd_mem_mb", "{:.1f}"), ("fwd+bwd time / baseline", "fwdbwd_ms_ratio", "{:.2f}"),
-               ("memory / baseline", "fwdbwd_mem_mb_ratio", "{:.2f}")]
+    metrics = [
+        ("fwd ms", "fwd_ms", "{:.2f}"),
+        ("fwd+bwd ms", "fwdbwd_ms", "{:.2f}"),
+        ("fwd+bwd peak MB", "fwdbwd_mem_mb", "{:.1f}"),
+        ("fwd+bwd time / baseline", "fwdbwd_ms_ratio", "{:.2f}"),
+        ("memory / baseline", "fwdbwd_mem_mb_ratio", "{:.2f}"),
+    ]
     return "\n".join(markdown_table(rows, lead, metrics))

@@ -68,8 +68,18 @@ DEFAULTS: dict[str, dict[str, Any]] = {  # per size: lengths, token budget per s
 }
 TRAIN_FIELDS = ("tokens_per_s", "step_ms", "peak_mem_mb", "total_peak_mb")
 DECODE_FIELDS = ("ms_per_token", "state_mb")
-COLUMNS = ("bench", "family", "T", "batch", "tokens_per_step", "params", *TRAIN_FIELDS, *DECODE_FIELDS,
-           *(f"{f}_ratio" for f in TRAIN_FIELDS + DECODE_FIELDS), "error")
+COLUMNS = (
+    "bench",
+    "family",
+    "T",
+    "batch",
+    "tokens_per_step",
+    "params",
+    *TRAIN_FIELDS,
+    *DECODE_FIELDS,
+    *(f"{f}_ratio" for f in TRAIN_FIELDS + DECODE_FIELDS),
+    "error",
+)
 
 
 # ----------------------------------------------------------------------------------------- configurations
@@ -106,12 +116,21 @@ def family_config(family: str, size: str = "small", **shape: int):
     D, L, V, W = s["d_model"], s["n_layers"], s["vocab_size"], s["window"]
     if family == "transformer":
         hd = 64 if D >= 256 else 16
-        return ModelConfig(vocab_size=V, d_model=D, n_layers=L, pattern=["attention"],
-                           mixer_kwargs={"attention": {"n_heads": max(1, D // hd)}}, mlp="gelu", mlp_ratio=4.0,
-                           norm="layernorm", tie_embeddings=True)
+        return ModelConfig(
+            vocab_size=V,
+            d_model=D,
+            n_layers=L,
+            pattern=["attention"],
+            mixer_kwargs={"attention": {"n_heads": max(1, D // hd)}},
+            mlp="gelu",
+            mlp_ratio=4.0,
+            norm="layernorm",
+            tie_embeddings=True,
+        )
     if family == "gateloop":
         return gateloop_config(V, D, L, 4 * D, transition_lr=1e-4, transition_weight_decay=0.0).replace(
-            tie_embeddings=True)
+            tie_embeddings=True
+        )
     if family in ("xlstm10", "xlstm71"):
         n = 2 * L
         at: list[int] = []
@@ -120,8 +139,9 @@ def family_config(family: str, size: str = "small", **shape: int):
         return xlstm_config(D, n, at, vocab_size=V, mlstm_heads=4, slstm_heads=4).replace(tie_embeddings=True)
     hd = 128 if D >= 512 else 16
     nb = 16 if D >= 512 else 4
-    return griffin_config(family, V, D, _round_up(4 * D / 3, nb), L, max(1, D // hd), head_dim=hd, n_blocks=nb,
-                          window=W)
+    return griffin_config(
+        family, V, D, _round_up(4 * D / 3, nb), L, max(1, D // hd), head_dim=hd, n_blocks=nb, window=W
+    )
 
 
 def count_params(config) -> int:
@@ -166,9 +186,19 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
 
 
-def train_point(config: dict[str, Any], T: int, batch: int, steps: int = 3, warmup: int = 1, device: str = "cpu",
-                threads: int | None = None, seed: int = 0, lr: float = 1e-3, timeout: float | None = None,
-                measure_memory: bool = True) -> dict[str, Any]:
+def train_point(
+    config: dict[str, Any],
+    T: int,
+    batch: int,
+    steps: int = 3,
+    warmup: int = 1,
+    device: str = "cpu",
+    threads: int | None = None,
+    seed: int = 0,
+    lr: float = 1e-3,
+    timeout: float | None = None,
+    measure_memory: bool = True,
+) -> dict[str, Any]:
     """``warmup`` + ``steps`` training steps of the trainer on ``batch`` random sequences of length ``T``."""
     import torch
 
@@ -229,20 +259,25 @@ def train_point(config: dict[str, Any], T: int, batch: int, steps: int = 3, warm
         if timeout and i == 0 and dt * (warmup + steps) > timeout:  # in-process: no child to kill, so estimate
             raise TimeoutError(f"timeout > {timeout:.0f}s (estimated: first step took {dt:.1f}s)")
     sec = statistics.median(times)
-    out: dict[str, Any] = {"step_ms": sec * 1e3, "tokens_per_s": batch * T / sec, "loss": float(loss),
-                           "params": model.num_parameters()}
+    out: dict[str, Any] = {
+        "step_ms": sec * 1e3,
+        "tokens_per_s": batch * T / sec,
+        "loss": float(loss),
+        "params": model.num_parameters(),
+    }
     if cuda:
         peak = torch.cuda.max_memory_allocated(dev)
-        out["peak_mem_mb"] = (peak - base) / 2 ** 20
-        out["total_peak_mb"] = peak / 2 ** 20
+        out["peak_mem_mb"] = (peak - base) / 2**20
+        out["total_peak_mb"] = peak / 2**20
     elif measure_memory:
         out["peak_mem_mb"] = max(0.0, _rss_mb() - base)
         out["total_peak_mb"] = _rss_mb()
     return out
 
 
-def decode_bench_point(config: dict[str, Any], T: int, steps: int = 20, device: str = "cpu",
-                       threads: int | None = None, seed: int = 0) -> dict[str, Any]:
+def decode_bench_point(
+    config: dict[str, Any], T: int, steps: int = 20, device: str = "cpu", threads: int | None = None, seed: int = 0
+) -> dict[str, Any]:
     """Decode latency and carried-state size after ``T`` tokens, via ``bench/decode.py: decode_point``."""
     import torch
 
@@ -279,8 +314,13 @@ def _measure(spec: dict[str, Any], isolate: bool, timeout: float) -> dict[str, A
         finally:
             _free(spec["device"])
     try:
-        proc = subprocess.run([sys.executable, "-m", "seqzoo.bench.models", "--point", json.dumps(spec)],
-                              check=False, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-m", "seqzoo.bench.models", "--point", json.dumps(spec)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timeout > {timeout:g}s"}
     if proc.returncode != 0:
@@ -297,13 +337,26 @@ def _free(device: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the sweep
-def run_model_bench(families: Iterable[str] | str | None = None, lengths: Iterable[int] | str | None = None,
-                    size: str | None = None, device: str = "cpu", tokens: int | None = None,
-                    steps: int | None = None, warmup: int | None = None, decode_lengths: Iterable[int] | str | None = None,
-                    decode_steps: int | None = None, train: bool = True, decode: bool = True,
-                    threads: int | None = 1, timeout: float = 300.0, isolate: bool | None = None,
-                    shape: dict[str, int] | None = None, seed: int = 0, out_dir: str | Path | None = None,
-                    progress: bool = True) -> list[dict[str, Any]]:
+def run_model_bench(
+    families: Iterable[str] | str | None = None,
+    lengths: Iterable[int] | str | None = None,
+    size: str | None = None,
+    device: str = "cpu",
+    tokens: int | None = None,
+    steps: int | None = None,
+    warmup: int | None = None,
+    decode_lengths: Iterable[int] | str | None = None,
+    decode_steps: int | None = None,
+    train: bool = True,
+    decode: bool = True,
+    threads: int | None = 1,
+    timeout: float = 300.0,
+    isolate: bool | None = None,
+    shape: dict[str, int] | None = None,
+    seed: int = 0,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
     """Training throughput / peak memory and decode latency / state size of each family vs context length.
 
     ``size`` defaults to "small" on CPU and "125m" on CUDA; ``lengths``, ``tokens`` (per step), ``steps``,
@@ -330,8 +383,12 @@ def run_model_bench(families: Iterable[str] | str | None = None, lengths: Iterab
     steps = d["steps"] if steps is None else steps
     warmup = d["warmup"] if warmup is None else warmup
     decode_steps = d["decode_steps"] if decode_steps is None else decode_steps
-    for name, v, lo in (("tokens", tokens, 1), ("steps", steps, 1), ("warmup", warmup, 0),
-                        ("decode_steps", decode_steps, 1)):
+    for name, v, lo in (
+        ("tokens", tokens, 1),
+        ("steps", steps, 1),
+        ("warmup", warmup, 0),
+        ("decode_steps", decode_steps, 1),
+    ):
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ValueError(f"{name}: must be an int >= {lo}, got {v!r}")
     if timeout is None or timeout <= 0:
@@ -347,13 +404,35 @@ def run_model_bench(families: Iterable[str] | str | None = None, lengths: Iterab
         for T in Ts:
             B = max(1, tokens // T)
             for f in fams:
-                todo.append({"bench": "train", "family": f, "config": configs[f].to_dict(), "T": T, "batch": B,
-                             "steps": steps, "warmup": warmup, "device": device, "threads": threads, "seed": seed})
+                todo.append(
+                    {
+                        "bench": "train",
+                        "family": f,
+                        "config": configs[f].to_dict(),
+                        "T": T,
+                        "batch": B,
+                        "steps": steps,
+                        "warmup": warmup,
+                        "device": device,
+                        "threads": threads,
+                        "seed": seed,
+                    }
+                )
     if decode:
         for T in Ls:
             for f in fams:
-                todo.append({"bench": "decode", "family": f, "config": configs[f].to_dict(), "T": T,
-                             "steps": decode_steps, "device": device, "threads": threads, "seed": seed})
+                todo.append(
+                    {
+                        "bench": "decode",
+                        "family": f,
+                        "config": configs[f].to_dict(),
+                        "T": T,
+                        "steps": decode_steps,
+                        "device": device,
+                        "threads": threads,
+                        "seed": seed,
+                    }
+                )
     rows: list[dict[str, Any]] = []
     bar = tqdm(todo, desc=f"models ({size}, {device})", disable=not progress)
     for spec in bar:
@@ -370,18 +449,37 @@ def run_model_bench(families: Iterable[str] | str | None = None, lengths: Iterab
         rows.append(row)
     add_ratios(rows)
     if out_dir is not None:
-        meta = {"suite": "models", "size": size, "device": device, "amp": "bf16 autocast" if cuda else "fp32",
-                "baseline": BASELINE, "lengths": Ts if train else [], "decode_lengths": Ls if decode else [],
-                "tokens_per_step": tokens, "steps": steps, "warmup": warmup, "decode_steps": decode_steps,
-                "decode_batch": 1, "threads": threads, "isolated_points": isolate, "timeout_s": timeout,
-                "seed": seed, "shape_overrides": shape or {},
-                "memory": ("CUDA max_memory_allocated" if cuda else
-                           "peak RSS of a fresh process per point" if isolate else "not measured (in-process CPU)"),
-                "optimizer": "trainer's AdamW (train/optim.py: build_optimizer, TrainConfig defaults, "
-                             "grad_clip 1.0), forward_logits + scored_loss_sum",
-                "families": {f: {"label": FAMILIES[f], "params": params[f], "config": configs[f].to_dict()}
-                             for f in fams},
-                "configs_125m": configs_125m(), "environment": environment(threads)}
+        meta = {
+            "suite": "models",
+            "size": size,
+            "device": device,
+            "amp": "bf16 autocast" if cuda else "fp32",
+            "baseline": BASELINE,
+            "lengths": Ts if train else [],
+            "decode_lengths": Ls if decode else [],
+            "tokens_per_step": tokens,
+            "steps": steps,
+            "warmup": warmup,
+            "decode_steps": decode_steps,
+            "decode_batch": 1,
+            "threads": threads,
+            "isolated_points": isolate,
+            "timeout_s": timeout,
+            "seed": seed,
+            "shape_overrides": shape or {},
+            "memory": (
+                "CUDA max_memory_allocated"
+                if cuda
+                else "peak RSS of a fresh process per point"
+                if isolate
+                else "not measured (in-process CPU)"
+            ),
+            "optimizer": "trainer's AdamW (train/optim.py: build_optimizer, TrainConfig defaults, "
+            "grad_clip 1.0), forward_logits + scored_loss_sum",
+            "families": {f: {"label": FAMILIES[f], "params": params[f], "config": configs[f].to_dict()} for f in fams},
+            "configs_125m": configs_125m(),
+            "environment": environment(threads),
+        }
         write_results(rows, Path(out_dir), meta)
     return rows
 
@@ -392,17 +490,27 @@ def configs_125m() -> dict[str, dict[str, Any]]:
     for f, label in FAMILIES.items():
         cfg = family_config(f, "125m")
         n = count_params(cfg)
-        out[f] = {"label": label, "params": n, "params_m": round(n / 1e6, 2),
-                  "non_embedding_params": n - cfg.vocab_size * cfg.d_model, "config": cfg.to_dict()}
+        out[f] = {
+            "label": label,
+            "params": n,
+            "params_m": round(n / 1e6, 2),
+            "non_embedding_params": n - cfg.vocab_size * cfg.d_model,
+            "config": cfg.to_dict(),
+        }
     return out
 
 
 def environment(threads: int | None) -> dict[str, Any]:
     import torch
 
-    env = {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
-           "cpu_count": os.cpu_count(), "torch_threads_per_point": threads,
-           "load_avg_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None}
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads_per_point": threads,
+        "load_avg_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()
     return env
@@ -423,8 +531,12 @@ def write_results(rows: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
-    (out / "models.json").write_text(json.dumps({"meta": {k: v for k, v in meta.items() if k not in
-                                                         ("families", "configs_125m")}, "rows": rows}, indent=2) + "\n")
+    (out / "models.json").write_text(
+        json.dumps(
+            {"meta": {k: v for k, v in meta.items() if k not in ("families", "configs_125m")}, "rows": rows}, indent=2
+        )
+        + "\n"
+    )
     with open(out / "models.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(COLUMNS), extrasaction="ignore")
         w.writeheader()
@@ -435,69 +547,132 @@ def write_results(rows: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
 
 def format_model_table(rows: list[dict[str, Any]]) -> str:
     """Markdown tables: training (tokens/s, peak memory, ratios) and decode (ms/token, state, ratios)."""
+
     def name(r):
         return FAMILIES.get(r["family"], r["family"])
 
     out = []
     train = [r for r in rows if r["bench"] == "train"]
     if train:
-        out += markdown_table(train, [("family", name), ("T", lambda r: r["T"]), ("batch", lambda r: r["batch"]),
-                                      ("params", lambda r: f"{r['params'] / 1e6:.3g}M")],
-                              [("step ms", "step_ms", "{:.1f}"), ("tokens/s", "tokens_per_s", "{:.0f}"),
-                               ("peak MB", "peak_mem_mb", "{:.1f}"), ("tokens/s ÷ transformer", "tokens_per_s_ratio", "{:.2f}"),
-                               ("peak MB ÷ transformer", "peak_mem_mb_ratio", "{:.2f}")])
+        out += markdown_table(
+            train,
+            [
+                ("family", name),
+                ("T", lambda r: r["T"]),
+                ("batch", lambda r: r["batch"]),
+                ("params", lambda r: f"{r['params'] / 1e6:.3g}M"),
+            ],
+            [
+                ("step ms", "step_ms", "{:.1f}"),
+                ("tokens/s", "tokens_per_s", "{:.0f}"),
+                ("peak MB", "peak_mem_mb", "{:.1f}"),
+                ("tokens/s ÷ transformer", "tokens_per_s_ratio", "{:.2f}"),
+                ("peak MB ÷ transformer", "peak_mem_mb_ratio", "{:.2f}"),
+            ],
+        )
     dec = [r for r in rows if r["bench"] == "decode"]
     if dec:
         if out:
             out.append("")
-        out += markdown_table(dec, [("family", name), ("context", lambda r: r["T"])],
-                              [("ms/token", "ms_per_token", "{:.3f}"), ("state MB", "state_mb", "{:.4f}"),
-                               ("ms/token ÷ transformer", "ms_per_token_ratio", "{:.2f}"),
-                               ("state ÷ transformer", "state_mb_ratio", "{:.3g}")])
+        out += markdown_table(
+            dec,
+            [("family", name), ("context", lambda r: r["T"])],
+            [
+                ("ms/token", "ms_per_token", "{:.3f}"),
+                ("state MB", "state_mb", "{:.4f}"),
+                ("ms/token ÷ transformer", "ms_per_token_ratio", "{:.2f}"),
+                ("state ÷ transformer", "state_mb_ratio", "{:.3g}"),
+            ],
+        )
     return "\n".join(out)
 
 
 # ----------------------------------------------------------------------------------------------- command line
 def add_arguments(p: argparse.ArgumentParser, lengths_help: str = "") -> None:
     """The model-suite options (shared by ``python -m seqzoo.bench.models`` and ``seqzoo bench --suite models``)."""
-    p.add_argument("--families", default=",".join(FAMILIES),
-                   help=f"comma-separated families (default: all); the baseline '{BASELINE}' is always added. "
-                   f"Known: {', '.join(FAMILIES)}")
-    p.add_argument("--size", choices=SIZES, help="model size: 'small' (default on CPU: d_model 64, 4 layers) or "
-                   "'125m' (default on CUDA: d_model 768, 12 layers / 24 xLSTM blocks, ~125M parameters)")
-    p.add_argument("--tokens", type=int, help="token budget per training step: batch = tokens // T "
-                   f"(default {DEFAULTS['small']['tokens']} small, {DEFAULTS['125m']['tokens']} 125m)")
-    p.add_argument("--steps", type=int, help="timed training steps per point, median reported "
-                   f"(default {DEFAULTS['small']['steps']} small, {DEFAULTS['125m']['steps']} 125m)")
-    p.add_argument("--warmup", type=int, help="untimed training steps first "
-                   f"(default {DEFAULTS['small']['warmup']} small, {DEFAULTS['125m']['warmup']} 125m)")
-    p.add_argument("--decode-lengths", help="comma-separated context lengths for the decode points "
-                   "(default: the training lengths)")
-    p.add_argument("--decode-steps", type=int, help="decoded tokens per decode point, median reported "
-                   f"(default {DEFAULTS['small']['decode_steps']} small, {DEFAULTS['125m']['decode_steps']} 125m)")
-    p.add_argument("--in-process", action="store_true", help="CPU: measure in this process instead of one fresh "
-                   "process per point (faster; then no CPU memory figures)")
+    p.add_argument(
+        "--families",
+        default=",".join(FAMILIES),
+        help=f"comma-separated families (default: all); the baseline '{BASELINE}' is always added. "
+        f"Known: {', '.join(FAMILIES)}",
+    )
+    p.add_argument(
+        "--size",
+        choices=SIZES,
+        help="model size: 'small' (default on CPU: d_model 64, 4 layers) or "
+        "'125m' (default on CUDA: d_model 768, 12 layers / 24 xLSTM blocks, ~125M parameters)",
+    )
+    p.add_argument(
+        "--tokens",
+        type=int,
+        help="token budget per training step: batch = tokens // T "
+        f"(default {DEFAULTS['small']['tokens']} small, {DEFAULTS['125m']['tokens']} 125m)",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        help="timed training steps per point, median reported "
+        f"(default {DEFAULTS['small']['steps']} small, {DEFAULTS['125m']['steps']} 125m)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        help="untimed training steps first "
+        f"(default {DEFAULTS['small']['warmup']} small, {DEFAULTS['125m']['warmup']} 125m)",
+    )
+    p.add_argument(
+        "--decode-lengths", help="comma-separated context lengths for the decode points (default: the training lengths)"
+    )
+    p.add_argument(
+        "--decode-steps",
+        type=int,
+        help="decoded tokens per decode point, median reported "
+        f"(default {DEFAULTS['small']['decode_steps']} small, {DEFAULTS['125m']['decode_steps']} 125m)",
+    )
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="CPU: measure in this process instead of one fresh process per point (faster; then no CPU memory figures)",
+    )
 
 
 def run_from_args(a: argparse.Namespace, train: bool = True, decode: bool = True) -> list[dict[str, Any]]:
-    rows = run_model_bench(families=a.families, lengths=a.lengths, size=a.size, device=a.device, tokens=a.tokens,
-                           steps=a.steps, warmup=a.warmup, decode_lengths=a.decode_lengths,
-                           decode_steps=a.decode_steps, train=train, decode=decode,
-                           threads=a.threads, timeout=a.timeout, isolate=False if a.in_process else None,
-                           out_dir=a.out, progress=not a.no_progress)
+    rows = run_model_bench(
+        families=a.families,
+        lengths=a.lengths,
+        size=a.size,
+        device=a.device,
+        tokens=a.tokens,
+        steps=a.steps,
+        warmup=a.warmup,
+        decode_lengths=a.decode_lengths,
+        decode_steps=a.decode_steps,
+        train=train,
+        decode=decode,
+        threads=a.threads,
+        timeout=a.timeout,
+        isolate=False if a.in_process else None,
+        out_dir=a.out,
+        progress=not a.no_progress,
+    )
     print(format_model_table(rows))
     print(f"\nresults: {a.out}/models.csv, models.json, config.json, models.png")
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m seqzoo.bench.models", description="Model-level benchmark (also `seqzoo bench --suite models`). "
-                                "Training tokens/s and peak memory per family vs context length, and decode ms/token "
-                                "and carried-state size; every figure also as a ratio to the SDPA transformer "
-                                "measured in the same run. Writes models.csv, models.json, config.json, models.png.")
+    p = argparse.ArgumentParser(
+        prog="python -m seqzoo.bench.models",
+        description="Model-level benchmark (also `seqzoo bench --suite models`). "
+        "Training tokens/s and peak memory per family vs context length, and decode ms/token "
+        "and carried-state size; every figure also as a ratio to the SDPA transformer "
+        "measured in the same run. Writes models.csv, models.json, config.json, models.png.",
+    )
     p.add_argument("--point", help=argparse.SUPPRESS)  # internal: one measurement in this fresh process
-    p.add_argument("--lengths", help="comma-separated training context lengths T (default: 128,256,512,1024 small; "
-                   "2048,4096,8192,16384 125m)")
+    p.add_argument(
+        "--lengths",
+        help="comma-separated training context lengths T (default: 128,256,512,1024 small; 2048,4096,8192,16384 125m)",
+    )
     add_arguments(p)
     p.add_argument("--no-train", action="store_true", help="decode points only")
     p.add_argument("--no-decode", action="store_true", help="training points only")

@@ -3,12 +3,15 @@ numbers ("-" when missing); a row with an ``error`` shows it in the first metric
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
-def markdown_table(rows: list[dict[str, Any]], lead: list[tuple[str, Callable[[dict], Any]]],
-                   metrics: list[tuple[str, str, str]]) -> list[str]:
+def markdown_table(
+    rows: list[dict[str, Any]], lead: list[tuple[str, Callable[[dict], Any]]], metrics: list[tuple[str, str, str]]
+) -> list[str]:
     """``lead``: (header, row -> cell); ``metrics``: (header, key, format). Returns the table's lines."""
+
     def line(cells: list[Any]) -> str:
         return "|" + "".join(f" {c} |" if c != "" else " |" for c in cells)
 

@@ -37,7 +37,7 @@ class GriffinBlock(ResidualBlock):
             m.reset_parameters()
         elif isinstance(m, Attention):
             for lin in (m.q_proj, m.k_proj, m.v_proj):
-                nn.init.normal_(lin.weight, std=d ** -0.5)
+                nn.init.normal_(lin.weight, std=d**-0.5)
             nn.init.normal_(m.o_proj.weight, std=math.sqrt(kappa / m.o_proj.in_features))
             for lin in (m.q_proj, m.k_proj, m.v_proj, m.o_proj):
                 if lin.bias is not None:
@@ -46,7 +46,7 @@ class GriffinBlock(ResidualBlock):
             hidden = self.mlp.down.in_features
             for lin in (self.mlp.up, self.mlp.gate):
                 if lin is not None:
-                    nn.init.normal_(lin.weight, std=d ** -0.5)
+                    nn.init.normal_(lin.weight, std=d**-0.5)
             nn.init.normal_(self.mlp.down.weight, std=math.sqrt(kappa / hidden))
             for lin in (self.mlp.up, self.mlp.gate, self.mlp.down):
                 if lin is not None and lin.bias is not None:

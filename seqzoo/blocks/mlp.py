@@ -43,8 +43,9 @@ class MLP(nn.Module):
         return self.dropout(self.down(h))
 
 
-def make_mlp(kind: str, d_model: int, ratio: float = 4.0, hidden: int | None = None, bias: bool = False,
-             dropout: float = 0.0) -> nn.Module | None:
+def make_mlp(
+    kind: str, d_model: int, ratio: float = 4.0, hidden: int | None = None, bias: bool = False, dropout: float = 0.0
+) -> nn.Module | None:
     if kind == "none":
         return None
-    return MLP(d_model, hidden or int(round(ratio * d_model)), kind=kind, bias=bias, dropout=dropout)
+    return MLP(d_model, hidden or round(ratio * d_model), kind=kind, bias=bias, dropout=dropout)

@@ -32,8 +32,10 @@ class BlockDiagonalLinear(nn.Module):
     def __init__(self, in_features: int, out_features: int, nb: int = 4, bias: bool = True):
         super().__init__()
         if not isinstance(nb, int) or nb <= 0 or in_features % nb or out_features % nb:
-            raise ValueError(f"nb (blocks) must be a positive int dividing in_features={in_features} and "
-                             f"out_features={out_features}, got {nb!r}")
+            raise ValueError(
+                f"nb (blocks) must be a positive int dividing in_features={in_features} and "
+                f"out_features={out_features}, got {nb!r}"
+            )
         self.in_features, self.out_features, self.nb = in_features, out_features, nb
         self.weight = nn.Parameter(torch.empty(nb, out_features // nb, in_features // nb))
         self.bias = nn.Parameter(torch.empty(out_features)) if bias else None
@@ -44,8 +46,9 @@ class BlockDiagonalLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.in_features:
-            raise ValueError(f"BlockDiagonalLinear: x must have last dim in_features={self.in_features}, "
-                             f"got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"BlockDiagonalLinear: x must have last dim in_features={self.in_features}, got shape {tuple(x.shape)}"
+            )
         xb = x.reshape(*x.shape[:-1], self.nb, self.in_features // self.nb)  # (..., nb, in/nb)
         y = torch.einsum("...bi,boi->...bo", xb, self.weight).reshape(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias
@@ -75,7 +78,7 @@ class BlockDiagonalMLP(nn.Module):
 
 
 def _hidden(config, mixer: str) -> int:
-    return config.block_setting(mixer, "mlp_hidden") or int(round(config.block_setting(mixer, "mlp_ratio") * config.d_model))
+    return config.block_setting(mixer, "mlp_hidden") or round(config.block_setting(mixer, "mlp_ratio") * config.d_model)
 
 
 @register_block("m2")
@@ -85,8 +88,9 @@ class M2Block(nn.Module):
     def __init__(self, config, mixer: str, causal: bool | None = None):
         super().__init__()
         self.mixer = build_mixer(mixer, d_model=config.d_model, **mixer_kwargs_for(config, mixer, causal))
-        self.mlp = BlockDiagonalMLP(config.d_model, _hidden(config, mixer), config.extra.get("mlp_nblocks", 4),
-                                    glu=True, dropout=config.dropout)
+        self.mlp = BlockDiagonalMLP(
+            config.d_model, _hidden(config, mixer), config.extra.get("mlp_nblocks", 4), glu=True, dropout=config.dropout
+        )
         self.norm = make_norm(config.block_setting(mixer, "norm"), config.d_model, config.norm_eps)
 
     def forward(self, x: torch.Tensor, state: Any = None, mode: str | None = None, **mixer_inputs: Any):
@@ -104,8 +108,9 @@ class BlockDiagonalResidualBlock(nn.Module):
         self.norm1 = make_norm(config.block_setting(mixer, "norm"), d, eps)
         self.mixer = build_mixer(mixer, d_model=d, **mixer_kwargs_for(config, mixer, causal))
         self.norm2 = make_norm(config.block_setting(mixer, "norm"), d, eps)
-        self.mlp = BlockDiagonalMLP(d, _hidden(config, mixer), config.extra.get("mlp_nblocks", 4), glu=False,
-                                    dropout=config.dropout)
+        self.mlp = BlockDiagonalMLP(
+            d, _hidden(config, mixer), config.extra.get("mlp_nblocks", 4), glu=False, dropout=config.dropout
+        )
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, state: Any = None, mode: str | None = None, **mixer_inputs: Any):

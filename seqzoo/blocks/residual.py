@@ -11,12 +11,13 @@ Every block has the mixer's call signature: ``out, state = block(x, state=None, 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
-from ..mixers import build_mixer, MIXERS
+from ..mixers import MIXERS, build_mixer
 from .mlp import make_mlp
 from .norms import make_norm
 
@@ -48,9 +49,12 @@ class ResidualBlock(nn.Module):
         self.norm1 = make_norm(config.block_setting(mixer, "norm"), d, eps)
         self.mixer = build_mixer(mixer, d_model=d, **mixer_kwargs_for(config, mixer, causal))
         self.mlp = make_mlp(
-            config.block_setting(mixer, "mlp"), d,
-            ratio=config.block_setting(mixer, "mlp_ratio"), hidden=config.block_setting(mixer, "mlp_hidden"),
-            bias=config.block_setting(mixer, "mlp_bias"), dropout=config.dropout,
+            config.block_setting(mixer, "mlp"),
+            d,
+            ratio=config.block_setting(mixer, "mlp_ratio"),
+            hidden=config.block_setting(mixer, "mlp_hidden"),
+            bias=config.block_setting(mixer, "mlp_bias"),
+            dropout=config.dropout,
         )
         self.norm2 = make_norm(config.block_setting(mixer, "norm"), d, eps) if self.mlp is not None else None
         self.dropout = nn.Dropout(config.dropout)

@@ -21,22 +21,32 @@ def forward_logits(model, inputs: torch.Tensor, kind: str = "lm") -> torch.Tenso
 
 def scored_loss_sum(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, int]:
     """Sum of cross-entropy over scored positions, and their count."""
-    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                           ignore_index=IGNORE_INDEX, reduction="sum")
+    loss = F.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
     return loss, int((targets != IGNORE_INDEX).sum())
 
 
 @torch.no_grad()
-def evaluate(model, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int = 64, kind: str = "lm",
-             device: torch.device | str | None = None, autocast_dtype: torch.dtype | None = None) -> dict[str, float]:
+def evaluate(
+    model,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    batch_size: int = 64,
+    kind: str = "lm",
+    device: torch.device | str | None = None,
+    autocast_dtype: torch.dtype | None = None,
+) -> dict[str, float]:
     if inputs.shape[0] != targets.shape[0]:
-        raise ValueError(f"inputs and targets must have the same number of rows, got {inputs.shape[0]} and {targets.shape[0]}")
+        raise ValueError(
+            f"inputs and targets must have the same number of rows, got {inputs.shape[0]} and {targets.shape[0]}"
+        )
     device = torch.device(device) if device is not None else next(model.parameters()).device
     was_training = model.training
     model.eval()
     loss_sum, count, correct = 0.0, 0, 0
     for i in range(0, inputs.shape[0], batch_size):
-        x, y = inputs[i:i + batch_size].to(device), targets[i:i + batch_size].to(device)
+        x, y = inputs[i : i + batch_size].to(device), targets[i : i + batch_size].to(device)
         with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             logits = forward_logits(model, x, kind)
         s, n = scored_loss_sum(logits, y)
@@ -58,7 +68,7 @@ def per_position_loss(model, inputs: torch.Tensor, targets: torch.Tensor, batch_
     model.eval()
     total = torch.zeros(inputs.shape[1], dtype=torch.float64)
     for i in range(0, inputs.shape[0], batch_size):
-        x, y = inputs[i:i + batch_size].to(device), targets[i:i + batch_size].to(device)
+        x, y = inputs[i : i + batch_size].to(device), targets[i : i + batch_size].to(device)
         logits = model(x).logits.float()
         ce = F.cross_entropy(logits.transpose(1, 2), y, reduction="none", ignore_index=IGNORE_INDEX)  # (B, T)
         total += ce.sum(0).double().cpu()

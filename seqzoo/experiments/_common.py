@@ -50,7 +50,15 @@ def train_then_eval_lengths(model, task, train_config, lengths: list[int], eval_
         xs, ys = task.windows("valid", seq_len=L, max_windows=max(1, int(eval_tokens) // L))
         with torch.no_grad():
             m = evaluate(model, xs, ys, batch_size=eval_batch)
-        rows.append({"eval_len": L, "loss": m["loss"], "bits_per_byte": m["loss"] / 0.6931471805599453,
-                     "accuracy": m["accuracy"], "params_non_emb": model.num_parameters(exclude_embeddings=True),
-                     "train_loss": res.get("train_loss"), "train_s": train_s})
+        rows.append(
+            {
+                "eval_len": L,
+                "loss": m["loss"],
+                "bits_per_byte": m["loss"] / 0.6931471805599453,
+                "accuracy": m["accuracy"],
+                "params_non_emb": model.num_parameters(exclude_embeddings=True),
+                "train_loss": res.get("train_loss"),
+                "train_s": train_s,
+            }
+        )
     return res, rows

@@ -58,15 +58,34 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
     final = out / "final.json"
     if final.exists():
         return json.loads(final.read_text())
-    task = build_task("memory_horizon", seq_len=job["seq_len"], n_resets=job["n_resets"],
-                      train_size=job["train_size"], test_size=job["test_size"])
+    task = build_task(
+        "memory_horizon",
+        seq_len=job["seq_len"],
+        n_resets=job["n_resets"],
+        train_size=job["train_size"],
+        test_size=job["test_size"],
+    )
     torch.manual_seed(job["seed"])
     mixer = {"transition_weight_decay": None, **VARIANTS[job["variant"]]}
     model = build_model("gateloop-mh", vocab_size=task.vocab_size, mixer_kwargs={"gateloop": mixer})
-    cfg = TrainConfig(steps=job["steps"], batch_size=job["batch_size"], lr=job["lr"], warmup_steps=job["warmup_steps"],
-                      min_lr_ratio=0.0, weight_decay=job["weight_decay"], betas=(0.9, 0.98), grad_clip=1.0,
-                      eval_every=job["eval_every"], eval_samples=job["eval_samples"], eval_batch_size=64,
-                      out_dir=str(out), seed=job["seed"], device=job["device"], precision="fp32", progress=False)
+    cfg = TrainConfig(
+        steps=job["steps"],
+        batch_size=job["batch_size"],
+        lr=job["lr"],
+        warmup_steps=job["warmup_steps"],
+        min_lr_ratio=0.0,
+        weight_decay=job["weight_decay"],
+        betas=(0.9, 0.98),
+        grad_clip=1.0,
+        eval_every=job["eval_every"],
+        eval_samples=job["eval_samples"],
+        eval_batch_size=64,
+        out_dir=str(out),
+        seed=job["seed"],
+        device=job["device"],
+        precision="fp32",
+        progress=False,
+    )
     t0 = time.time()
     metrics = train(model, task, cfg)
     train_s = time.time() - t0
@@ -76,14 +95,16 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
     device = next(model.parameters()).device
     correct, mags = [], {i: [0.0, 0, 0.0, 0] for i in range(len(model.blocks))}
     captured = {}
-    hooks = [blk.mixer.register_forward_hook(lambda mod, args, kw_out, i=i: captured.__setitem__(i, args[0]))
-             for i, blk in enumerate(model.blocks)]
+    hooks = [
+        blk.mixer.register_forward_hook(lambda mod, args, kw_out, i=i: captured.__setitem__(i, args[0]))
+        for i, blk in enumerate(model.blocks)
+    ]
     with torch.no_grad():
         for i in range(0, x.shape[0], 50):
-            xb = x[i:i + 50].to(device)
+            xb = x[i : i + 50].to(device)
             logits = model(xb).logits
-            correct.append((logits.argmax(-1).cpu() == y[i:i + 50]))
-            is_reset = (xb == task.reset_id)
+            correct.append(logits.argmax(-1).cpu() == y[i : i + 50])
+            is_reset = xb == task.reset_id
             for li, blk in enumerate(model.blocks):  # mean |a| at reset tokens vs elsewhere (paper Fig. 5)
                 mag = blk.mixer.gates(captured[li])[0].exp().mean(-1)  # (B, T): mean over channels
                 mags[li][0] += float(mag[is_reset].sum())
@@ -96,7 +117,8 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
     result = {
         **{k: job[k] for k in ("variant", "seed", "seq_len", "steps", "batch_size", "lr")},
         "test_accuracy": float(correct.double().mean()),
-        "valid_accuracy": metrics.get("valid_accuracy"), "valid_loss": metrics.get("valid_loss"),
+        "valid_accuracy": metrics.get("valid_accuracy"),
+        "valid_loss": metrics.get("valid_loss"),
         "train_seconds": round(train_s, 1),
         "span_accuracy": span_accuracy(correct, spans, job["span_bin"]),
         "mean_mag_at_reset": [m[0] / max(m[1], 1) for m in mags.values()],
@@ -109,34 +131,78 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
 
 def _plot(rows: list[dict], path: Path, title: str) -> None:
     """Accuracy vs required memory span (bins with at least 50 scored positions), one line per run."""
-    series = {f"{r['variant']} (seed {r['seed']}): {r['test_accuracy']:.3f}":
-              ([b for b, _, n in r["span_accuracy"] if n >= 50], [a for _, a, n in r["span_accuracy"] if n >= 50])
-              for r in rows}
-    plot_lines(series, path, xlabel="required memory span (numbers since the last reset; bins of 10)",
-               ylabel="test accuracy", title=title)
+    series = {
+        f"{r['variant']} (seed {r['seed']}): {r['test_accuracy']:.3f}": (
+            [b for b, _, n in r["span_accuracy"] if n >= 50],
+            [a for _, a, n in r["span_accuracy"] if n >= 50],
+        )
+        for r in rows
+    }
+    plot_lines(
+        series,
+        path,
+        xlabel="required memory span (numbers since the last reset; bins of 10)",
+        ylabel="test accuracy",
+        title=title,
+    )
 
 
-@register_experiment("gateloop-memory-horizon",
-                     "GateLoop ablation: data-controlled vs fixed transitions on Memory Horizon, accuracy vs span")
-def memory_horizon(out_dir: Path, variants="data,fixed_zeros,fixed_lru", seeds="0", seq_len: int = 256,
-                   n_resets: int = 3, train_size: int = 2000, test_size: int = 500, steps: int = 3000,
-                   batch_size: int = 32, lr: float = 2.5e-3, warmup_steps: int = 300, weight_decay: float = 0.05,
-                   eval_every: int = 500, eval_samples: int = 128, span_bin: int = 10, parallel: int = 3,
-                   threads: int = 1, device: str = "auto") -> dict[str, Any]:
+@register_experiment(
+    "gateloop-memory-horizon",
+    "GateLoop ablation: data-controlled vs fixed transitions on Memory Horizon, accuracy vs span",
+)
+def memory_horizon(
+    out_dir: Path,
+    variants="data,fixed_zeros,fixed_lru",
+    seeds="0",
+    seq_len: int = 256,
+    n_resets: int = 3,
+    train_size: int = 2000,
+    test_size: int = 500,
+    steps: int = 3000,
+    batch_size: int = 32,
+    lr: float = 2.5e-3,
+    warmup_steps: int = 300,
+    weight_decay: float = 0.05,
+    eval_every: int = 500,
+    eval_samples: int = 128,
+    span_bin: int = 10,
+    parallel: int = 3,
+    threads: int = 1,
+    device: str = "auto",
+) -> dict[str, Any]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     variants, seeds = _list(variants), _list(seeds, int)
     for v in variants:
         if v not in VARIANTS:
             raise ValueError(f"unknown variant {v!r}; expected some of {sorted(VARIANTS)}")
-    settings = {"seq_len": int(seq_len), "n_resets": int(n_resets), "train_size": int(train_size),
-                "test_size": int(test_size), "steps": int(steps), "batch_size": int(batch_size), "lr": float(lr),
-                "warmup_steps": int(warmup_steps), "weight_decay": float(weight_decay), "eval_every": int(eval_every),
-                "eval_samples": int(eval_samples), "span_bin": int(span_bin), "threads": int(threads),
-                "device": device}
-    (out / "config.json").write_text(json.dumps({"variants": variants, "seeds": seeds, **settings,
-                                                 "model": "gateloop-mh", "parallel": int(parallel)}, indent=2) + "\n")
-    jobs = [{**settings, "variant": v, "seed": s, "out_dir": str(out / f"{v}-seed{s}")} for s in seeds for v in variants]
+    settings = {
+        "seq_len": int(seq_len),
+        "n_resets": int(n_resets),
+        "train_size": int(train_size),
+        "test_size": int(test_size),
+        "steps": int(steps),
+        "batch_size": int(batch_size),
+        "lr": float(lr),
+        "warmup_steps": int(warmup_steps),
+        "weight_decay": float(weight_decay),
+        "eval_every": int(eval_every),
+        "eval_samples": int(eval_samples),
+        "span_bin": int(span_bin),
+        "threads": int(threads),
+        "device": device,
+    }
+    (out / "config.json").write_text(
+        json.dumps(
+            {"variants": variants, "seeds": seeds, **settings, "model": "gateloop-mh", "parallel": int(parallel)},
+            indent=2,
+        )
+        + "\n"
+    )
+    jobs = [
+        {**settings, "variant": v, "seed": s, "out_dir": str(out / f"{v}-seed{s}")} for s in seeds for v in variants
+    ]
     if int(parallel) > 1 and len(jobs) > 1:
         with mp.get_context("spawn").Pool(min(int(parallel), len(jobs))) as pool:
             rows = pool.map(_run, jobs)
@@ -145,12 +211,29 @@ def memory_horizon(out_dir: Path, variants="data,fixed_zeros,fixed_lru", seeds="
     (out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["variant", "seed", "test_accuracy", "valid_accuracy", "train_seconds",
-                    "mean_mag_at_reset", "mean_mag_elsewhere"])
+        w.writerow(
+            [
+                "variant",
+                "seed",
+                "test_accuracy",
+                "valid_accuracy",
+                "train_seconds",
+                "mean_mag_at_reset",
+                "mean_mag_elsewhere",
+            ]
+        )
         for r in rows:
-            w.writerow([r["variant"], r["seed"], f"{r['test_accuracy']:.4f}", r["valid_accuracy"], r["train_seconds"],
-                        " ".join(f"{m:.3f}" for m in r["mean_mag_at_reset"]),
-                        " ".join(f"{m:.3f}" for m in r["mean_mag_elsewhere"])])
+            w.writerow(
+                [
+                    r["variant"],
+                    r["seed"],
+                    f"{r['test_accuracy']:.4f}",
+                    r["valid_accuracy"],
+                    r["train_seconds"],
+                    " ".join(f"{m:.3f}" for m in r["mean_mag_at_reset"]),
+                    " ".join(f"{m:.3f}" for m in r["mean_mag_elsewhere"]),
+                ]
+            )
     with open(out / "span_accuracy.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["variant", "seed", "span_bin_start", "accuracy", "count"])

@@ -42,14 +42,31 @@ def _train_once(job: dict[str, Any], task, build_model, **overrides: Any) -> dic
     final = run_dir / "final.json"
     if not final.exists():
         torch.manual_seed(job["seed"])
-        settings = dict(steps=job["steps"], batch_size=job["batch_size"], lr=job["lr"],
-                        warmup_steps=max(1, job["steps"] // 10), min_lr_ratio=0.0, grad_clip=1.0,
-                        eval_every=job["eval_every"], eval_samples=job.get("eval_samples"), out_dir=str(run_dir),
-                        seed=job["seed"], device="cpu", precision="fp32", progress=False, resume=False)
+        settings = dict(
+            steps=job["steps"],
+            batch_size=job["batch_size"],
+            lr=job["lr"],
+            warmup_steps=max(1, job["steps"] // 10),
+            min_lr_ratio=0.0,
+            grad_clip=1.0,
+            eval_every=job["eval_every"],
+            eval_samples=job.get("eval_samples"),
+            out_dir=str(run_dir),
+            seed=job["seed"],
+            device="cpu",
+            precision="fp32",
+            progress=False,
+            resume=False,
+        )
         train(build_model(), task, TrainConfig(**{**settings, **overrides}))
     res = json.loads(final.read_text())
-    return {"params": res["params"], "valid_accuracy": res["valid_accuracy"], "valid_loss": res["valid_loss"],
-            "time_s": res["time_s"], "curve": _curve(run_dir)}
+    return {
+        "params": res["params"],
+        "valid_accuracy": res["valid_accuracy"],
+        "valid_loss": res["valid_loss"],
+        "time_s": res["time_s"],
+        "curve": _curve(run_dir),
+    }
 
 
 # ------------------------------------------------------------------ associative recall
@@ -68,13 +85,27 @@ def _ar_run(job: dict[str, Any]) -> dict[str, Any]:
     row["chance"] = 1.0 / task.n_values
     if job.get("collect_only") and not final.exists():  # an unfinished run: report its curve so far
         curve = _curve(run_dir)
-        row.update(status="unfinished", params=None, valid_accuracy=curve[-1][1] if curve else None,
-                   valid_loss=None, time_s=None, curve=curve, last_eval_step=curve[-1][0] if curve else 0)
+        row.update(
+            status="unfinished",
+            params=None,
+            valid_accuracy=curve[-1][1] if curve else None,
+            valid_loss=None,
+            time_s=None,
+            curve=curve,
+            last_eval_step=curve[-1][0] if curve else 0,
+        )
         return row
     row["status"] = "done"
-    row.update(_train_once(job, task, lambda: Encoder(orchid_ar_config(job["model"], job["vocab"], task.seq_len,
-                                                                       job["d_model"], job["n_layers"])),
-                           weight_decay=0.1))
+    row.update(
+        _train_once(
+            job,
+            task,
+            lambda: Encoder(
+                orchid_ar_config(job["model"], job["vocab"], task.seq_len, job["d_model"], job["n_layers"])
+            ),
+            weight_decay=0.1,
+        )
+    )
     return row
 
 
@@ -101,7 +132,9 @@ def _plot_ar(out: Path, rows: list[dict]) -> None:
             s, a = zip(*r["curve"])
             first = r["seed"] == min(q["seed"] for q in rows if q["model"] == r["model"])
             size = f"{r['params'] / 1e3:.0f}k" if r["params"] else "unfinished"
-            ax.plot(s, a, color=colors.get(r["model"], "k"), alpha=0.8, label=f"{r['model']} ({size})" if first else None)
+            ax.plot(
+                s, a, color=colors.get(r["model"], "k"), alpha=0.8, label=f"{r['model']} ({size})" if first else None
+            )
         chance = next(r["chance"] for r in rows if (r["vocab"], r["length"]) == (V, T))
         ax.axhline(chance, color="gray", ls=":", lw=1)
         ax.set(title=f"V={V}, T={T}", xlabel="step", ylim=(0, 1.02))
@@ -112,25 +145,66 @@ def _plot_ar(out: Path, rows: list[dict]) -> None:
     plt.close(fig)
 
 
-@register_experiment("orchid-ar", "Associative recall grid: Orchid vs static long conv vs attention (spec/orchid.md §8)")
-def orchid_ar(out_dir: Path, vocab_sizes="20", lengths="64", models="orchid,long_conv,attention", seeds="0",
-              steps: int = 3000, batch_size: int = 32, lr: float = 2e-3, eval_every: int = 250,
-              eval_samples: int = 1000, d_model: int = 64, n_layers: int = 2, procs: int = 1, threads: int = 1,
-              collect_only: bool = False, **_: Any) -> dict[str, Any]:
+@register_experiment(
+    "orchid-ar", "Associative recall grid: Orchid vs static long conv vs attention (spec/orchid.md §8)"
+)
+def orchid_ar(
+    out_dir: Path,
+    vocab_sizes="20",
+    lengths="64",
+    models="orchid,long_conv,attention",
+    seeds="0",
+    steps: int = 3000,
+    batch_size: int = 32,
+    lr: float = 2e-3,
+    eval_every: int = 250,
+    eval_samples: int = 1000,
+    d_model: int = 64,
+    n_layers: int = 2,
+    procs: int = 1,
+    threads: int = 1,
+    collect_only: bool = False,
+    **_: Any,
+) -> dict[str, Any]:
     """``collect_only=True`` trains nothing: it tabulates the finished runs and the curves of unfinished ones."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    options = dict(vocab_sizes=as_ints(vocab_sizes), lengths=as_ints(lengths), models=as_list(models), seeds=as_ints(seeds),
-                   steps=int(steps), batch_size=int(batch_size), lr=float(lr), eval_every=int(eval_every),
-                   eval_samples=int(eval_samples), d_model=int(d_model), n_layers=int(n_layers))
+    options = dict(
+        vocab_sizes=as_ints(vocab_sizes),
+        lengths=as_ints(lengths),
+        models=as_list(models),
+        seeds=as_ints(seeds),
+        steps=int(steps),
+        batch_size=int(batch_size),
+        lr=float(lr),
+        eval_every=int(eval_every),
+        eval_samples=int(eval_samples),
+        d_model=int(d_model),
+        n_layers=int(n_layers),
+    )
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-ar", **options}, indent=2) + "\n")
-    jobs = [dict(model=m, vocab=V, length=T, seed=s, steps=options["steps"], batch_size=options["batch_size"],
-                 lr=options["lr"], eval_every=options["eval_every"], eval_samples=options["eval_samples"],
-                 d_model=options["d_model"], n_layers=options["n_layers"], threads=int(threads),
-                 run_dir=str(out / "runs" / f"{m}_V{V}_T{T}_s{s}"),
-                 collect_only=str(collect_only).lower() in ("1", "true", "yes"))
-            for V in options["vocab_sizes"] for T in options["lengths"] for s in options["seeds"]
-            for m in options["models"]]
+    jobs = [
+        dict(
+            model=m,
+            vocab=V,
+            length=T,
+            seed=s,
+            steps=options["steps"],
+            batch_size=options["batch_size"],
+            lr=options["lr"],
+            eval_every=options["eval_every"],
+            eval_samples=options["eval_samples"],
+            d_model=options["d_model"],
+            n_layers=options["n_layers"],
+            threads=int(threads),
+            run_dir=str(out / "runs" / f"{m}_V{V}_T{T}_s{s}"),
+            collect_only=str(collect_only).lower() in ("1", "true", "yes"),
+        )
+        for V in options["vocab_sizes"]
+        for T in options["lengths"]
+        for s in options["seeds"]
+        for m in options["models"]
+    ]
     rows = _run_jobs(_ar_run, jobs, int(procs))
     write_rows(out, rows)
     _plot_ar(out, rows)
@@ -143,9 +217,17 @@ def orchid_ar(out_dir: Path, vocab_sizes="20", lengths="64", models="orchid,long
 def _vision_config(mixer: str, task, patch: int, d_model: int, n_layers: int, mlp_hidden: int | None = None):
     from ..models.presets.orchid import orchid_vit_config
 
-    return orchid_vit_config(mixer, d_model=d_model, n_layers=n_layers, image_size=task.image_size, patch_size=patch,
-                             channels=task.channels, max_value=float(task.max_value), mlp_hidden=mlp_hidden,
-                             **({"param_groups": False} if mixer in ("orchid", "long_conv") else {}))
+    return orchid_vit_config(
+        mixer,
+        d_model=d_model,
+        n_layers=n_layers,
+        image_size=task.image_size,
+        patch_size=patch,
+        channels=task.channels,
+        max_value=float(task.max_value),
+        mlp_hidden=mlp_hidden,
+        **({"param_groups": False} if mixer in ("orchid", "long_conv") else {}),
+    )
 
 
 def matched_mlp_hidden(mixer: str, target: int, task, patch: int, d_model: int, n_layers: int) -> int | None:
@@ -157,7 +239,7 @@ def matched_mlp_hidden(mixer: str, target: int, task, patch: int, d_model: int, 
 
     base = 4 * d_model
     per = (count(base + 4) - count(base)) / 4  # parameters per unit of MLP width
-    h = int(round((base + (target - count(base)) / per) / 4)) * 4
+    h = round((base + (target - count(base)) / per) / 4) * 4
     return max(4, h)
 
 
@@ -170,16 +252,37 @@ def _image_run(job: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(job["threads"])
     task = build_task(job["task"])
     row = {k: job[k] for k in ("model", "task", "patch", "seed", "steps", "mlp_hidden")}
-    row.update(_train_once(job, task, lambda: VisionClassifier(_vision_config(
-        job["model"], task, job["patch"], job["d_model"], job["n_layers"], job["mlp_hidden"])),
-        weight_decay=0.05, eval_samples=task.split_size("valid")))
+    row.update(
+        _train_once(
+            job,
+            task,
+            lambda: VisionClassifier(
+                _vision_config(job["model"], task, job["patch"], job["d_model"], job["n_layers"], job["mlp_hidden"])
+            ),
+            weight_decay=0.05,
+            eval_samples=task.split_size("valid"),
+        )
+    )
     return row
 
 
 @register_experiment("orchid-images", "8x8 digits (or Fashion-MNIST) ViT: Orchid vs static long conv vs attention")
-def orchid_images(out_dir: Path, task: str = "digits", models="orchid,long_conv,attention", seeds="0,1,2",
-                  patch: int = 2, steps: int = 600, batch_size: int = 64, lr: float = 2e-3, eval_every: int = 100,
-                  d_model: int = 64, n_layers: int = 4, procs: int = 1, threads: int = 1, **_: Any) -> dict[str, Any]:
+def orchid_images(
+    out_dir: Path,
+    task: str = "digits",
+    models="orchid,long_conv,attention",
+    seeds="0,1,2",
+    patch: int = 2,
+    steps: int = 600,
+    batch_size: int = 64,
+    lr: float = 2e-3,
+    eval_every: int = 100,
+    d_model: int = 64,
+    n_layers: int = 4,
+    procs: int = 1,
+    threads: int = 1,
+    **_: Any,
+) -> dict[str, Any]:
     from ..tasks import build_task
 
     out = Path(out_dir)
@@ -190,21 +293,52 @@ def orchid_images(out_dir: Path, task: str = "digits", models="orchid,long_conv,
     from ..models.vision import VisionClassifier
 
     target = VisionClassifier(_vision_config("orchid", t, patch, d_model, n_layers)).num_parameters()
-    hidden = {m: (None if m == "orchid" else matched_mlp_hidden(m, target, t, patch, d_model, n_layers)) for m in models}
-    options = dict(task=task, models=models, seeds=seeds, patch=patch, steps=int(steps), batch_size=int(batch_size),
-                   lr=float(lr), eval_every=int(eval_every), d_model=d_model, n_layers=n_layers, mlp_hidden=hidden)
+    hidden = {
+        m: (None if m == "orchid" else matched_mlp_hidden(m, target, t, patch, d_model, n_layers)) for m in models
+    }
+    options = dict(
+        task=task,
+        models=models,
+        seeds=seeds,
+        patch=patch,
+        steps=int(steps),
+        batch_size=int(batch_size),
+        lr=float(lr),
+        eval_every=int(eval_every),
+        d_model=d_model,
+        n_layers=n_layers,
+        mlp_hidden=hidden,
+    )
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-images", **options}, indent=2) + "\n")
-    jobs = [dict(model=m, task=task, patch=patch, seed=s, steps=int(steps), batch_size=int(batch_size), lr=float(lr),
-                 eval_every=int(eval_every), d_model=d_model, n_layers=n_layers, mlp_hidden=hidden[m],
-                 threads=int(threads), run_dir=str(out / "runs" / f"{m}_{task}_p{patch}_s{s}"))
-            for s in seeds for m in models]
+    jobs = [
+        dict(
+            model=m,
+            task=task,
+            patch=patch,
+            seed=s,
+            steps=int(steps),
+            batch_size=int(batch_size),
+            lr=float(lr),
+            eval_every=int(eval_every),
+            d_model=d_model,
+            n_layers=n_layers,
+            mlp_hidden=hidden[m],
+            threads=int(threads),
+            run_dir=str(out / "runs" / f"{m}_{task}_p{patch}_s{s}"),
+        )
+        for s in seeds
+        for m in models
+    ]
     rows = _run_jobs(_image_run, jobs, int(procs))
     write_rows(out, rows)
     summary: dict[str, Any] = {}
     for m in models:
         accs = [r["valid_accuracy"] for r in rows if r["model"] == m]
-        summary[m] = {"mean_accuracy": sum(accs) / len(accs), "accuracies": accs,
-                      "params": next(r["params"] for r in rows if r["model"] == m)}
+        summary[m] = {
+            "mean_accuracy": sum(accs) / len(accs),
+            "accuracies": accs,
+            "params": next(r["params"] for r in rows if r["model"] == m),
+        }
     if "orchid" in summary and "long_conv" in summary:
         summary["orchid_minus_static"] = summary["orchid"]["mean_accuracy"] - summary["long_conv"]["mean_accuracy"]
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -229,8 +363,13 @@ def _plot_curves(path: Path, rows: list[dict], title: str, ylabel: str) -> None:
     for r in rows:
         if r["curve"]:
             s, a = zip(*r["curve"])
-            ax.plot(s, a, color=colors.get(r["model"], "k"), alpha=0.8,
-                    label=None if r["model"] in seen else f"{r['model']} ({r['params'] / 1e3:.0f}k)")
+            ax.plot(
+                s,
+                a,
+                color=colors.get(r["model"], "k"),
+                alpha=0.8,
+                label=None if r["model"] in seen else f"{r['model']} ({r['params'] / 1e3:.0f}k)",
+            )
             seen.add(r["model"])
     ax.set(xlabel="step", ylabel=ylabel, title=title)
     ax.legend(fontsize=8)
@@ -281,8 +420,10 @@ def _run_child(code: str, timeout: float, cpu_limit: float | None = None) -> dic
     import sys
 
     if cpu_limit is not None:
-        code = (f"import resource; resource.setrlimit(resource.RLIMIT_CPU, ({int(cpu_limit)}, {int(cpu_limit) + 5}))\n"
-                + code)
+        code = (
+            f"import resource; resource.setrlimit(resource.RLIMIT_CPU, ({int(cpu_limit)}, {int(cpu_limit) + 5}))\n"
+            + code
+        )
     t0 = time.time()
     cpu0 = _children_cpu()
     try:
@@ -303,20 +444,52 @@ def _bench_one(name: str, T: int, D: int, B: int, reps: int, backward: bool, thr
     return _run_child(code, timeout)
 
 
-@register_experiment("orchid-bench", "Time and peak memory vs length: Orchid (FFT) vs attention, forward+backward on CPU")
-def orchid_bench(out_dir: Path, mixers="orchid,attention", lengths="1024,2048,4096,8192,16384,32768,65536",
-                 d_model: int = 64, batch: int = 1, reps: int = 3, backward: bool = True, threads: int = 1,
-                 timeout: float = 120.0, **_: Any) -> dict[str, Any]:
+@register_experiment(
+    "orchid-bench", "Time and peak memory vs length: Orchid (FFT) vs attention, forward+backward on CPU"
+)
+def orchid_bench(
+    out_dir: Path,
+    mixers="orchid,attention",
+    lengths="1024,2048,4096,8192,16384,32768,65536",
+    d_model: int = 64,
+    batch: int = 1,
+    reps: int = 3,
+    backward: bool = True,
+    threads: int = 1,
+    timeout: float = 120.0,
+    **_: Any,
+) -> dict[str, Any]:
     """Each measurement runs in a fresh process (peak RSS growth over the process baseline); a mixer is not
     tried at longer lengths once it timed out or ran out of memory."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     backward = str(backward).lower() not in ("0", "false", "no")
-    options = dict(mixers=as_list(mixers), lengths=as_ints(lengths), d_model=int(d_model), batch=int(batch),
-                   reps=int(reps), backward=backward, threads=int(threads), timeout=float(timeout))
+    options = dict(
+        mixers=as_list(mixers),
+        lengths=as_ints(lengths),
+        d_model=int(d_model),
+        batch=int(batch),
+        reps=int(reps),
+        backward=backward,
+        threads=int(threads),
+        timeout=float(timeout),
+    )
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-bench", **options}, indent=2) + "\n")
-    rows = _sweep(options["mixers"], options["lengths"], "mixer", lambda name, T: _bench_one(
-        name, T, options["d_model"], options["batch"], options["reps"], backward, options["threads"], options["timeout"]))
+    rows = _sweep(
+        options["mixers"],
+        options["lengths"],
+        "mixer",
+        lambda name, T: _bench_one(
+            name,
+            T,
+            options["d_model"],
+            options["batch"],
+            options["reps"],
+            backward,
+            options["threads"],
+            options["timeout"],
+        ),
+    )
     base = {r["length"]: r for r in rows if r["mixer"] == "attention" and r["status"] == "ok"}
     for r in rows:
         if r["status"] == "ok" and r["length"] in base and r["mixer"] != "attention":
@@ -338,12 +511,20 @@ def _plot_bench(out: Path, rows: list[dict]) -> None:
             ax.loglog(L, [t0 * (n * math.log(n)) / (L0 * math.log(L0)) for n in L], "k:", lw=1, label="~ L log L")
             ax.loglog(L, [t0 * (n / L0) ** 2 for n in L], "k--", lw=1, label="~ L^2")
 
-    _plot_cost(out / "bench.png", rows, "mixer", ("cpu_s", "fwd+bwd CPU time (s, 1 thread)"),
-               ("peak_rss_delta_mb", "peak RSS growth (MB)"), "length", extra=slopes)
+    _plot_cost(
+        out / "bench.png",
+        rows,
+        "mixer",
+        ("cpu_s", "fwd+bwd CPU time (s, 1 thread)"),
+        ("peak_rss_delta_mb", "peak RSS growth (MB)"),
+        "length",
+        extra=slopes,
+    )
 
 
-def _plot_cost(path: Path, rows: list[dict], key: str, time: tuple[str, str], mem: tuple[str, str], xlabel: str,
-               extra=None) -> None:
+def _plot_cost(
+    path: Path, rows: list[dict], key: str, time: tuple[str, str], mem: tuple[str, str], xlabel: str, extra=None
+) -> None:
     """Two log-log panels (time, memory) vs length, one line per ``row[key]``; failures are annotated."""
     import matplotlib
 
@@ -360,8 +541,9 @@ def _plot_cost(path: Path, rows: list[dict], key: str, time: tuple[str, str], me
         for r in rows:
             if r[key] == name and r["status"].startswith(("timeout", "oom", "cpu-limit")):
                 axes[0].axvline(r["length"], color="gray", ls=":", lw=1)
-                axes[0].text(r["length"], axes[0].get_ylim()[0], f" {name}: {r['status']}", fontsize=7, rotation=90,
-                             va="bottom")
+                axes[0].text(
+                    r["length"], axes[0].get_ylim()[0], f" {name}: {r['status']}", fontsize=7, rotation=90, va="bottom"
+                )
     if extra is not None:
         extra(axes[0])
     axes[0].set(xlabel=xlabel, ylabel=time[1])
@@ -407,26 +589,61 @@ def ar_long_child(job: dict[str, Any]) -> dict[str, Any]:
     task = build_task("associative_recall", vocab_size=job["vocab"], seq_len=job["length"])
     torch.manual_seed(job["seed"])
     model = Encoder(orchid_ar_config(job["model"], job["vocab"], task.seq_len, job["d_model"], job["n_layers"]))
-    cfg = TrainConfig(steps=job["steps"], batch_size=job["batch_size"], lr=job["lr"], weight_decay=0.1,
-                      warmup_steps=max(1, job["steps"] // 10), min_lr_ratio=0.0, grad_clip=1.0,
-                      eval_every=job["steps"], eval_samples=job["eval_samples"], eval_batch_size=job["batch_size"],
-                      log_every=1, out_dir=job["run_dir"], seed=job["seed"], device="cpu", precision="fp32",
-                      progress=False, resume=False)
+    cfg = TrainConfig(
+        steps=job["steps"],
+        batch_size=job["batch_size"],
+        lr=job["lr"],
+        weight_decay=0.1,
+        warmup_steps=max(1, job["steps"] // 10),
+        min_lr_ratio=0.0,
+        grad_clip=1.0,
+        eval_every=job["steps"],
+        eval_samples=job["eval_samples"],
+        eval_batch_size=job["batch_size"],
+        log_every=1,
+        out_dir=job["run_dir"],
+        seed=job["seed"],
+        device="cpu",
+        precision="fp32",
+        progress=False,
+        resume=False,
+    )
     cpu0 = time.process_time()
     res = train(model, task, cfg)
     cpu = time.process_time() - cpu0
     losses = [r["loss"] for r in _records(Path(job["run_dir"])) if r.get("split") == "train"]
-    return {"params": res["params"], "cpu_s": round(cpu, 1), "cpu_s_per_step": round(cpu / job["steps"], 2),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-            "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
-            "valid_loss": res["valid_loss"], "valid_accuracy": res["valid_accuracy"]}
+    return {
+        "params": res["params"],
+        "cpu_s": round(cpu, 1),
+        "cpu_s_per_step": round(cpu / job["steps"], 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "first_loss": losses[0] if losses else None,
+        "last_loss": losses[-1] if losses else None,
+        "valid_loss": res["valid_loss"],
+        "valid_accuracy": res["valid_accuracy"],
+    }
 
 
-@register_experiment("orchid-ar-long", "Associative recall trained at 8K-64K tokens: Orchid vs static vs attention (cost)")
-def orchid_ar_long(out_dir: Path, lengths="8192,16384,32768,65536", models="orchid,long_conv,attention",
-                   vocab: int = 20, tokens_per_step: int = 65536, steps: int = 16, lr: float = 2e-3,
-                   eval_samples: int = 16, d_model: int = 64, n_layers: int = 2, seed: int = 0, threads: int = 1,
-                   cpu_limit: float = 300.0, timeout: float = 3600.0, **_: Any) -> dict[str, Any]:
+@register_experiment(
+    "orchid-ar-long", "Associative recall trained at 8K-64K tokens: Orchid vs static vs attention (cost)"
+)
+def orchid_ar_long(
+    out_dir: Path,
+    lengths="8192,16384,32768,65536",
+    models="orchid,long_conv,attention",
+    vocab: int = 20,
+    tokens_per_step: int = 65536,
+    steps: int = 16,
+    lr: float = 2e-3,
+    eval_samples: int = 16,
+    d_model: int = 64,
+    n_layers: int = 2,
+    seed: int = 0,
+    threads: int = 1,
+    cpu_limit: float = 300.0,
+    timeout: float = 3600.0,
+    **_: Any,
+) -> dict[str, Any]:
     """The §8 model and protocol at long lengths with a fixed token budget per step (batch = tokens_per_step / T).
 
     Each run is a fresh process limited to ``cpu_limit`` CPU seconds (and a wall-clock ``timeout``); a model is
@@ -436,22 +653,47 @@ def orchid_ar_long(out_dir: Path, lengths="8192,16384,32768,65536", models="orch
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    options = dict(lengths=as_ints(lengths), models=as_list(models), vocab=int(vocab),
-                   tokens_per_step=int(tokens_per_step), steps=int(steps), lr=float(lr),
-                   eval_samples=int(eval_samples), d_model=int(d_model), n_layers=int(n_layers), seed=int(seed),
-                   threads=int(threads), cpu_limit=float(cpu_limit), timeout=float(timeout))
+    options = dict(
+        lengths=as_ints(lengths),
+        models=as_list(models),
+        vocab=int(vocab),
+        tokens_per_step=int(tokens_per_step),
+        steps=int(steps),
+        lr=float(lr),
+        eval_samples=int(eval_samples),
+        d_model=int(d_model),
+        n_layers=int(n_layers),
+        seed=int(seed),
+        threads=int(threads),
+        cpu_limit=float(cpu_limit),
+        timeout=float(timeout),
+    )
     if any(T < 2 or T % 2 for T in options["lengths"]):
         raise ValueError(f"lengths must be even ints >= 2, got {options['lengths']}")
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-ar-long", **options}, indent=2) + "\n")
+
     def point(name: str, T: int) -> dict:
         run_dir = out / "runs" / f"{name}_T{T}"
-        job = dict(model=name, length=T, vocab=options["vocab"], batch_size=max(1, options["tokens_per_step"] // T),
-                   steps=options["steps"], lr=options["lr"], eval_samples=options["eval_samples"],
-                   d_model=options["d_model"], n_layers=options["n_layers"], seed=options["seed"],
-                   threads=options["threads"], run_dir=str(run_dir))
+        job = dict(
+            model=name,
+            length=T,
+            vocab=options["vocab"],
+            batch_size=max(1, options["tokens_per_step"] // T),
+            steps=options["steps"],
+            lr=options["lr"],
+            eval_samples=options["eval_samples"],
+            d_model=options["d_model"],
+            n_layers=options["n_layers"],
+            seed=options["seed"],
+            threads=options["threads"],
+            run_dir=str(run_dir),
+        )
         code = f"import json; from seqzoo.experiments.orchid import ar_long_child; print(json.dumps(ar_long_child({job!r})))"
-        row = {"batch_size": job["batch_size"], "steps": options["steps"],
-               **_run_child(code, options["timeout"], options["cpu_limit"])}
+        row = {
+            "batch_size": job["batch_size"],
+            "steps": options["steps"],
+            **_run_child(code, options["timeout"], options["cpu_limit"]),
+        }
         if row["status"] != "ok":
             done = [r for r in _records(run_dir) if r.get("split") == "train"]
             row["steps_done"] = len(done)  # how far it got before it was stopped
@@ -466,8 +708,14 @@ def orchid_ar_long(out_dir: Path, lengths="8192,16384,32768,65536", models="orch
 
 
 def _plot_ar_long(out: Path, rows: list[dict]) -> None:
-    _plot_cost(out / "ar_long.png", rows, "model", ("cpu_s_per_step", "CPU s per training step"),
-               ("peak_rss_mb", "peak RSS (MB)"), "length T (batch = tokens per step / T)")
+    _plot_cost(
+        out / "ar_long.png",
+        rows,
+        "model",
+        ("cpu_s_per_step", "CPU s per training step"),
+        ("peak_rss_mb", "peak RSS (MB)"),
+        "length T (batch = tokens per step / T)",
+    )
 
 
 # -------------------------------------------------------------------- masked LM (Orchid-BERT)
@@ -479,41 +727,100 @@ def _mlm_run(job: dict[str, Any]) -> dict[str, Any]:
     from ..tasks import build_task
 
     torch.set_num_threads(job["threads"])
-    task = build_task("mlm", path=job["path"], seq_len=job["seq_len"], mask_prob=job["mask_prob"],
-                      test_path=job["test_path"])
-    cfg = orchid_bert_config(job["d_model"], n_layers=job["n_layers"], filter_width=job["filter_width"],
-                             seq_len=job["seq_len"], vocab_size=task.vocab_size)
+    task = build_task(
+        "mlm", path=job["path"], seq_len=job["seq_len"], mask_prob=job["mask_prob"], test_path=job["test_path"]
+    )
+    cfg = orchid_bert_config(
+        job["d_model"],
+        n_layers=job["n_layers"],
+        filter_width=job["filter_width"],
+        seq_len=job["seq_len"],
+        vocab_size=task.vocab_size,
+    )
     if job["model"] != "orchid":  # the same M2-BERT model with another mixer in the Orchid slot
-        kw = {"attention": {"n_heads": 4, "rope_fraction": 0.0},  # BERT: learned positions only
-              "long_conv": {"l_max": job["seq_len"], "filter_width": job["filter_width"]}}.get(job["model"], {})
+        kw = {
+            "attention": {"n_heads": 4, "rope_fraction": 0.0},  # BERT: learned positions only
+            "long_conv": {"l_max": job["seq_len"], "filter_width": job["filter_width"]},
+        }.get(job["model"], {})
         cfg = cfg.replace(pattern=[job["model"]], mixer_kwargs={job["model"]: kw})
-    return {"model": job["model"], "seed": job["seed"],
-            **_train_once(job, task, lambda: Encoder(cfg), weight_decay=0.01, warmup_steps=max(1, job["steps"] // 16),
-                          min_lr_ratio=0.02, betas=(0.9, 0.98), eps=1e-6)}
+    return {
+        "model": job["model"],
+        "seed": job["seed"],
+        **_train_once(
+            job,
+            task,
+            lambda: Encoder(cfg),
+            weight_decay=0.01,
+            warmup_steps=max(1, job["steps"] // 16),
+            min_lr_ratio=0.02,
+            betas=(0.9, 0.98),
+            eps=1e-6,
+        ),
+    }
 
 
-@register_experiment("orchid-mlm", "Masked-LM pre-training of a small Orchid-BERT vs the same M2 model with a static long conv or attention")
-def orchid_mlm(out_dir: Path, path: str = "", test_path: str | None = None, models="orchid,long_conv,attention", seeds="0",
-               steps: int = 600, batch_size: int = 32, lr: float = 2e-3, seq_len: int = 128, mask_prob: float = 0.3,
-               d_model: int = 64, n_layers: int = 2, filter_width: int = 32, eval_every: int = 100,
-               eval_samples: int = 512, procs: int = 1, threads: int = 1, **_: Any) -> dict[str, Any]:
+@register_experiment(
+    "orchid-mlm",
+    "Masked-LM pre-training of a small Orchid-BERT vs the same M2 model with a static long conv or attention",
+)
+def orchid_mlm(
+    out_dir: Path,
+    path: str = "",
+    test_path: str | None = None,
+    models="orchid,long_conv,attention",
+    seeds="0",
+    steps: int = 600,
+    batch_size: int = 32,
+    lr: float = 2e-3,
+    seq_len: int = 128,
+    mask_prob: float = 0.3,
+    d_model: int = 64,
+    n_layers: int = 2,
+    filter_width: int = 32,
+    eval_every: int = 100,
+    eval_samples: int = 512,
+    procs: int = 1,
+    threads: int = 1,
+    **_: Any,
+) -> dict[str, Any]:
     """Byte-level MLM (30 % masking, M2's rate) on a local corpus: ``path`` is a text file or folder (e.g.
     ../shared/data/wikitext-2-raw). Accuracy and loss are over the masked positions of held-out windows."""
     if not path:
         raise ValueError("orchid-mlm needs path=: a text file or a directory of .txt/.raw files")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    options = dict(path=str(path), test_path=test_path, models=as_list(models), seeds=as_ints(seeds), steps=int(steps),
-                   batch_size=int(batch_size), lr=float(lr), seq_len=int(seq_len), mask_prob=float(mask_prob),
-                   d_model=int(d_model), n_layers=int(n_layers), filter_width=int(filter_width),
-                   eval_every=int(eval_every), eval_samples=int(eval_samples))
+    options = dict(
+        path=str(path),
+        test_path=test_path,
+        models=as_list(models),
+        seeds=as_ints(seeds),
+        steps=int(steps),
+        batch_size=int(batch_size),
+        lr=float(lr),
+        seq_len=int(seq_len),
+        mask_prob=float(mask_prob),
+        d_model=int(d_model),
+        n_layers=int(n_layers),
+        filter_width=int(filter_width),
+        eval_every=int(eval_every),
+        eval_samples=int(eval_samples),
+    )
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-mlm", **options}, indent=2) + "\n")
-    jobs = [{**options, "model": m, "seed": s, "threads": int(threads), "run_dir": str(out / "runs" / f"{m}_s{s}")}
-            for s in options["seeds"] for m in options["models"]]
+    jobs = [
+        {**options, "model": m, "seed": s, "threads": int(threads), "run_dir": str(out / "runs" / f"{m}_s{s}")}
+        for s in options["seeds"]
+        for m in options["models"]
+    ]
     rows = _run_jobs(_mlm_run, jobs, int(procs))
     write_rows(out, rows)
     _plot_curves(out / "mlm_curves.png", rows, f"byte MLM, T={options['seq_len']}", "masked-token accuracy (held out)")
-    summary = {f"{r['model']}_s{r['seed']}": {"valid_accuracy": r["valid_accuracy"], "valid_loss": r["valid_loss"],
-                                              "params": r["params"]} for r in rows}
+    summary = {
+        f"{r['model']}_s{r['seed']}": {
+            "valid_accuracy": r["valid_accuracy"],
+            "valid_loss": r["valid_loss"],
+            "params": r["params"],
+        }
+        for r in rows
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary

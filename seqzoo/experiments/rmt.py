@@ -51,10 +51,21 @@ def _model(vocab_size: int, m: int, L: int, kind: str = "rmt-tiny", **rmt):
 
 
 @register_experiment("rmt_memory", "RMT on a bAbI memory task with and without memory tokens (E1/E2)")
-def rmt_memory(out_dir: Path, task: str = "memorize", n_segments: int = 3, segment_size: int = 16,
-               mem_sizes: str = "4,0", steps: int = 300, batch_size: int = 32, lr: float = 1e-3,
-               eval_samples: int = 500, seed: int = 0, threads: int = 1, data_dir: str | None = None,
-               head: str = "class") -> dict:
+def rmt_memory(
+    out_dir: Path,
+    task: str = "memorize",
+    n_segments: int = 3,
+    segment_size: int = 16,
+    mem_sizes: str = "4,0",
+    steps: int = 300,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    eval_samples: int = 500,
+    seed: int = 0,
+    threads: int = 1,
+    data_dir: str | None = None,
+    head: str = "class",
+) -> dict:
     """``head="class"``: encoder RMT (rmt-tiny) with a 6-way head; ``head="generate"``: causal read/write RMT
     (rmt-tiny-decoder) generating the answer, scored by exact match of the answer tokens and eos."""
     import matplotlib
@@ -74,9 +85,19 @@ def rmt_memory(out_dir: Path, task: str = "memorize", n_segments: int = 3, segme
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     backbone = "rmt-tiny" if head == "class" else "rmt-tiny-decoder"
-    cfg = {"task": task, "n_segments": n_segments, "segment_size": segment_size, "mem_sizes": mem_sizes,
-           "steps": steps, "batch_size": batch_size, "lr": lr, "eval_samples": eval_samples, "seed": seed,
-           "backbone": backbone, "head": head}
+    cfg = {
+        "task": task,
+        "n_segments": n_segments,
+        "segment_size": segment_size,
+        "mem_sizes": mem_sizes,
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "eval_samples": eval_samples,
+        "seed": seed,
+        "backbone": backbone,
+        "head": head,
+    }
     (out_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     t = _task(task, n_segments, segment_size, data_dir, head=head)
     test_samples = t.build_samples(eval_samples, seed, "test")
@@ -86,15 +107,33 @@ def rmt_memory(out_dir: Path, task: str = "memorize", n_segments: int = 3, segme
         torch.manual_seed(seed)
         extra = {"pool": "cls"} if head == "class" else {}
         model = _model(t.vocab_size, m, segment_size, kind=backbone, **extra)
-        res = train_curriculum(model, t, Curriculum.naive(n_segments, steps),
-                               OptimConfig(lr=lr, batch_size=batch_size, warmup_steps=min(100, steps // 5)),
-                               eval_every=max(50, steps // 4), eval_samples=200, seed=seed,
-                               out_dir=out_dir / f"m{m}")
+        res = train_curriculum(
+            model,
+            t,
+            Curriculum.naive(n_segments, steps),
+            OptimConfig(lr=lr, batch_size=batch_size, warmup_steps=min(100, steps // 5)),
+            eval_every=max(50, steps // 4),
+            eval_samples=200,
+            seed=seed,
+            out_dir=out_dir / f"m{m}",
+        )
         ev = evaluate_segments(model, t, n_segments, eval_samples, seed, "test")
-        rows.append({"task": task, "head": head, "n_segments": n_segments, "segment_size": segment_size, "num_mem_tokens": m,
-                     "steps": res["total_steps"], "test_accuracy": ev["accuracy"], "test_loss": ev["loss"],
-                     "no_memory_ceiling": round(ceiling, 4), "chance": round(1 / 6, 4), "train_time_s": res["time_s"],
-                     "seed": seed})
+        rows.append(
+            {
+                "task": task,
+                "head": head,
+                "n_segments": n_segments,
+                "segment_size": segment_size,
+                "num_mem_tokens": m,
+                "steps": res["total_steps"],
+                "test_accuracy": ev["accuracy"],
+                "test_loss": ev["loss"],
+                "no_memory_ceiling": round(ceiling, 4),
+                "chance": round(1 / 6, 4),
+                "train_time_s": res["time_s"],
+                "seed": seed,
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     _write_csv(out_dir / "results.csv", rows)
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
@@ -111,10 +150,22 @@ def rmt_memory(out_dir: Path, task: str = "memorize", n_segments: int = 3, segme
 
 
 @register_experiment("rmt_curriculum", "RMT curriculum (fixed / mixed) vs naive training; accuracy vs segments (E4/E5)")
-def rmt_curriculum(out_dir: Path, task: str = "detect", n_train: int = 4, segment_size: int = 16, mem: int = 4,
-                   total_steps: int = 800, methods: str = "naive,fixed,mixed", eval_max: int | None = None,
-                   batch_size: int = 32, lr: float = 1e-3, eval_samples: int = 300, seeds: str = "0",
-                   threads: int = 1, data_dir: str | None = None) -> dict:
+def rmt_curriculum(
+    out_dir: Path,
+    task: str = "detect",
+    n_train: int = 4,
+    segment_size: int = 16,
+    mem: int = 4,
+    total_steps: int = 800,
+    methods: str = "naive,fixed,mixed",
+    eval_max: int | None = None,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    eval_samples: int = 300,
+    seeds: str = "0",
+    threads: int = 1,
+    data_dir: str | None = None,
+) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -132,9 +183,20 @@ def rmt_curriculum(out_dir: Path, task: str = "detect", n_train: int = 4, segmen
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     eval_max = int(eval_max or 2 * n_train)
-    cfg = {"task": task, "n_train": n_train, "segment_size": segment_size, "mem": mem, "total_steps": total_steps,
-           "methods": methods, "eval_max": eval_max, "batch_size": batch_size, "lr": lr, "eval_samples": eval_samples,
-           "seeds": seeds, "backbone": "rmt-tiny"}
+    cfg = {
+        "task": task,
+        "n_train": n_train,
+        "segment_size": segment_size,
+        "mem": mem,
+        "total_steps": total_steps,
+        "methods": methods,
+        "eval_max": eval_max,
+        "batch_size": batch_size,
+        "lr": lr,
+        "eval_samples": eval_samples,
+        "seeds": seeds,
+        "backbone": "rmt-tiny",
+    }
     (out_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     t = _task(task, n_train, segment_size, data_dir)
     rows = []
@@ -143,25 +205,51 @@ def rmt_curriculum(out_dir: Path, task: str = "detect", n_train: int = 4, segmen
             if method == "naive":
                 cur = Curriculum.naive(n_train, total_steps)
             elif method in ("fixed", "mixed"):
-                cur = Curriculum(stages=list(range(1, n_train + 1)), mix_previous=method == "mixed",
-                                 steps_per_stage=total_steps // n_train)
+                cur = Curriculum(
+                    stages=list(range(1, n_train + 1)),
+                    mix_previous=method == "mixed",
+                    steps_per_stage=total_steps // n_train,
+                )
             else:
                 raise ValueError(f"methods must be among naive, fixed, mixed; got {method!r}")
             torch.manual_seed(seed)
             model = _model(t.vocab_size, mem, segment_size, pool="cls")
-            res = train_curriculum(model, t, cur, OptimConfig(lr=lr, batch_size=batch_size, warmup_steps=50),
-                                   eval_every=50, eval_samples=200, seed=seed, out_dir=out_dir / f"{method}-s{seed}")
+            res = train_curriculum(
+                model,
+                t,
+                cur,
+                OptimConfig(lr=lr, batch_size=batch_size, warmup_steps=50),
+                eval_every=50,
+                eval_samples=200,
+                seed=seed,
+                out_dir=out_dir / f"{method}-s{seed}",
+            )
             for n_eval in range(1, eval_max + 1):
                 ev = evaluate_segments(model, t, n_eval, eval_samples, seed, "test")
                 ceil = t.with_segments(n_eval).no_memory_ceiling(
-                    t.with_segments(n_eval).build_samples(eval_samples, seed, "test"))
-                rows.append({"task": task, "method": method, "seed": seed, "n_train": n_train, "n_eval": n_eval,
-                             "segment_size": segment_size, "num_mem_tokens": mem, "accuracy": ev["accuracy"],
-                             "no_memory_ceiling": round(ceil, 4), "train_steps": res["total_steps"],
-                             "train_time_s": res["time_s"],
-                             "stage_steps": ";".join(f"{s['stage']}:{s['steps']}" for s in res["stages"])})
-            print(json.dumps({k: rows[-1][k] for k in ("method", "seed", "train_steps", "stage_steps")}),
-                  [r["accuracy"] for r in rows if r["method"] == method and r["seed"] == seed], flush=True)
+                    t.with_segments(n_eval).build_samples(eval_samples, seed, "test")
+                )
+                rows.append(
+                    {
+                        "task": task,
+                        "method": method,
+                        "seed": seed,
+                        "n_train": n_train,
+                        "n_eval": n_eval,
+                        "segment_size": segment_size,
+                        "num_mem_tokens": mem,
+                        "accuracy": ev["accuracy"],
+                        "no_memory_ceiling": round(ceil, 4),
+                        "train_steps": res["total_steps"],
+                        "train_time_s": res["time_s"],
+                        "stage_steps": ";".join(f"{s['stage']}:{s['steps']}" for s in res["stages"]),
+                    }
+                )
+            print(
+                json.dumps({k: rows[-1][k] for k in ("method", "seed", "train_steps", "stage_steps")}),
+                [r["accuracy"] for r in rows if r["method"] == method and r["seed"] == seed],
+                flush=True,
+            )
             _write_csv(out_dir / "results.csv", rows)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for method in _items(methods):
@@ -230,8 +318,17 @@ print(json.dumps({"val_s": val_s, "train_s": train_s, "base_rss_mb": base, "val_
 
 
 @register_experiment("rmt_resources", "RMT vs full attention: peak memory and time per train/valid iteration vs length")
-def rmt_resources(out_dir: Path, lengths: str = "256,512,1024,2048", segment_sizes: str = "128,256", mem: int = 8,
-                  batch_size: int = 4, d_model: int = 64, n_layers: int = 2, iters: int = 2, threads: int = 1) -> dict:
+def rmt_resources(
+    out_dir: Path,
+    lengths: str = "256,512,1024,2048",
+    segment_sizes: str = "128,256",
+    mem: int = 8,
+    batch_size: int = 4,
+    d_model: int = 64,
+    n_layers: int = 2,
+    iters: int = 2,
+    threads: int = 1,
+) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -239,10 +336,20 @@ def rmt_resources(out_dir: Path, lengths: str = "256,512,1024,2048", segment_siz
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = {"lengths": lengths, "segment_sizes": segment_sizes, "mem": mem, "batch_size": batch_size, "d_model": d_model,
-           "n_layers": n_layers, "iters": iters, "threads": threads, "device": "cpu", "dtype": "float32",
-           "memory_metric": "process peak RSS (ru_maxrss) of a fresh process per point, minus its RSS before the timed "
-                             "iterations (weights, data, one warm-up forward)"}
+    cfg = {
+        "lengths": lengths,
+        "segment_sizes": segment_sizes,
+        "mem": mem,
+        "batch_size": batch_size,
+        "d_model": d_model,
+        "n_layers": n_layers,
+        "iters": iters,
+        "threads": threads,
+        "device": "cpu",
+        "dtype": "float32",
+        "memory_metric": "process peak RSS (ru_maxrss) of a fresh process per point, minus its RSS before the timed "
+        "iterations (weights, data, one warm-up forward)",
+    }
     (out_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     methods = [("full", 0)] + [(f"rmt-L{L}", L) for L in _items(segment_sizes, int)]
     rows = []
@@ -250,19 +357,37 @@ def rmt_resources(out_dir: Path, lengths: str = "256,512,1024,2048", segment_siz
     for T in _items(lengths, int):
         for name, L in methods:
             method = "full" if name == "full" else "rmt"
-            args = [sys.executable, "-c", _PROBE, str(threads), method, str(T), str(L or 1), str(mem), str(batch_size),
-                    str(d_model), str(n_layers), str(iters)]
+            args = [
+                sys.executable,
+                "-c",
+                _PROBE,
+                str(threads),
+                method,
+                str(T),
+                str(L or 1),
+                str(mem),
+                str(batch_size),
+                str(d_model),
+                str(n_layers),
+                str(iters),
+            ]
             t0 = time.time()
             proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
             if proc.returncode != 0:
                 row = {"method": name, "T": T, "error": proc.stderr.strip().splitlines()[-1][:200]}
             else:
                 res = json.loads(proc.stdout.strip().splitlines()[-1])
-                row = {"method": name, "T": T, "segment_size": L or T, "train_iter_s": round(res["train_s"], 4),
-                       "valid_iter_s": round(res["val_s"], 4),
-                       "train_peak_mb": round(res["train_peak_rss_mb"] - res["base_rss_mb"], 1),
-                       "valid_peak_mb": round(res["val_peak_rss_mb"] - res["base_rss_mb"], 1),
-                       "base_rss_mb": round(res["base_rss_mb"], 1), "wall_s": round(time.time() - t0, 1)}
+                row = {
+                    "method": name,
+                    "T": T,
+                    "segment_size": L or T,
+                    "train_iter_s": round(res["train_s"], 4),
+                    "valid_iter_s": round(res["val_s"], 4),
+                    "train_peak_mb": round(res["train_peak_rss_mb"] - res["base_rss_mb"], 1),
+                    "valid_peak_mb": round(res["val_peak_rss_mb"] - res["base_rss_mb"], 1),
+                    "base_rss_mb": round(res["base_rss_mb"], 1),
+                    "wall_s": round(time.time() - t0, 1),
+                }
             rows.append(row)
             print(json.dumps(row), flush=True)
             with open(out_dir / "metrics.jsonl", "a") as f:

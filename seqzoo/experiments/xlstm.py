@@ -23,19 +23,27 @@ KINDS = ("xlstm10", "xlstm71", "attention")
 LABELS = {"xlstm10": "xLSTM[1:0]", "xlstm71": "xLSTM[7:1]", "attention": "Transformer (RoPE)"}
 
 
-
-
-
-
-
-
-def _plot(path: Path, series: dict[str, tuple[list, list]], xlabel: str, ylabel: str, title: str,
-          logx: bool = False, logy: bool = False) -> None:
+def _plot(
+    path: Path,
+    series: dict[str, tuple[list, list]],
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool = False,
+    logy: bool = False,
+) -> None:
     plot_lines(series, path, xlabel, ylabel, title, logx=logx, logy=logy)
 
 
-def equal_size_configs(vocab_size: int, d_model: int = 64, n_layers: int = 8, slstm_at: int = 3, mlstm_heads: int = 2,
-                       attn_heads: int = 4, kinds=KINDS) -> dict[str, Any]:
+def equal_size_configs(
+    vocab_size: int,
+    d_model: int = 64,
+    n_layers: int = 8,
+    slstm_at: int = 3,
+    mlstm_heads: int = 2,
+    attn_heads: int = 4,
+    kinds=KINDS,
+) -> dict[str, Any]:
     """xLSTM[1:0], xLSTM[7:1] (one sLSTM block at ``slstm_at`` per 8) and an attention model with the same
     depth whose SwiGLU width gives the non-embedding parameter count closest to xLSTM[1:0]'s."""
     from ..models import LanguageModel, ModelConfig
@@ -45,13 +53,22 @@ def equal_size_configs(vocab_size: int, d_model: int = 64, n_layers: int = 8, sl
         return LanguageModel(cfg).num_parameters(exclude_embeddings=True)
 
     at = [i for i in range(n_layers) if i % 8 == slstm_at % 8]
-    cfgs = {"xlstm10": xlstm_config(d_model, n_layers, (), vocab_size=vocab_size, mlstm_heads=mlstm_heads, chunk_size=64),
-            "xlstm71": xlstm_config(d_model, n_layers, at, vocab_size=vocab_size, mlstm_heads=mlstm_heads, chunk_size=64)}
+    cfgs = {
+        "xlstm10": xlstm_config(d_model, n_layers, (), vocab_size=vocab_size, mlstm_heads=mlstm_heads, chunk_size=64),
+        "xlstm71": xlstm_config(d_model, n_layers, at, vocab_size=vocab_size, mlstm_heads=mlstm_heads, chunk_size=64),
+    }
 
     def attn(hidden):
-        return ModelConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, pattern=["attention"],
-                           mixer_kwargs={"attention": {"n_heads": attn_heads}}, mlp="swiglu", mlp_hidden=hidden,
-                           tie_embeddings=False)
+        return ModelConfig(
+            vocab_size=vocab_size,
+            d_model=d_model,
+            n_layers=n_layers,
+            pattern=["attention"],
+            mixer_kwargs={"attention": {"n_heads": attn_heads}},
+            mlp="swiglu",
+            mlp_hidden=hidden,
+            tie_embeddings=False,
+        )
 
     target = size(cfgs["xlstm10"])
     lo = 8
@@ -74,10 +91,22 @@ def _valid_curve(run_dir: Path, key: str) -> tuple[list, list]:
 
 
 @register_experiment("xlstm-mqar", "xLSTM[1:0] and xLSTM[7:1] vs an equal-size RoPE Transformer on MQAR")
-def xlstm_mqar(out_dir: Path, models: str = "xlstm10,xlstm71,attention", d_model: int = 64, n_layers: int = 8,
-               vocab_size: int = 64, num_pairs: int = 8, seq_len: int = 64, steps: int = 400, batch_size: int = 32,
-               lr: float = 3e-3, eval_every: int = 100, eval_samples: int = 512, seed: int = 0,
-               threads: int = 1) -> dict[str, Any]:
+def xlstm_mqar(
+    out_dir: Path,
+    models: str = "xlstm10,xlstm71,attention",
+    d_model: int = 64,
+    n_layers: int = 8,
+    vocab_size: int = 64,
+    num_pairs: int = 8,
+    seq_len: int = 64,
+    steps: int = 400,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    eval_every: int = 100,
+    eval_samples: int = 512,
+    seed: int = 0,
+    threads: int = 1,
+) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(int(threads))  # one thread per run: small ops thrash with more on a shared CPU
@@ -91,36 +120,80 @@ def xlstm_mqar(out_dir: Path, models: str = "xlstm10,xlstm71,attention", d_model
     kinds = as_list(models)
     task = build_task("mqar", vocab_size=int(vocab_size), num_pairs=int(num_pairs), seq_len=int(seq_len))
     configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), kinds=kinds)
-    (out / "config.json").write_text(json.dumps({"task": task.config(), "models": {k: c.to_dict() for k, c in configs.items()},
-                                                 "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed},
-                                                indent=2) + "\n")
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "task": task.config(),
+                "models": {k: c.to_dict() for k, c in configs.items()},
+                "steps": steps,
+                "batch_size": batch_size,
+                "lr": lr,
+                "seed": seed,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     rows, curves = [], {}
     for kind in kinds:
         torch.manual_seed(int(seed))
         model = LanguageModel(configs[kind])
         _init(model, kind)
-        cfg = TrainConfig(steps=int(steps), batch_size=int(batch_size), lr=float(lr), warmup_steps=int(steps) // 10,
-                          eval_every=int(eval_every), eval_samples=int(eval_samples), seed=int(seed), device="cpu",
-                          precision="fp32", progress=False, out_dir=str(out / kind), weight_decay=0.1)
+        cfg = TrainConfig(
+            steps=int(steps),
+            batch_size=int(batch_size),
+            lr=float(lr),
+            warmup_steps=int(steps) // 10,
+            eval_every=int(eval_every),
+            eval_samples=int(eval_samples),
+            seed=int(seed),
+            device="cpu",
+            precision="fp32",
+            progress=False,
+            out_dir=str(out / kind),
+            weight_decay=0.1,
+        )
         t0 = time.time()
         res = train(model, task, cfg)
-        rows.append({"model": LABELS.get(kind, kind), "kind": kind,
-                     "params_non_emb": model.num_parameters(exclude_embeddings=True),
-                     "valid_accuracy": res["valid_accuracy"], "valid_loss": res["valid_loss"],
-                     "train_s": round(time.time() - t0, 1)})
+        rows.append(
+            {
+                "model": LABELS.get(kind, kind),
+                "kind": kind,
+                "params_non_emb": model.num_parameters(exclude_embeddings=True),
+                "valid_accuracy": res["valid_accuracy"],
+                "valid_loss": res["valid_loss"],
+                "train_s": round(time.time() - t0, 1),
+            }
+        )
         curves[LABELS.get(kind, kind)] = _valid_curve(out / kind, "accuracy")
         write_rows(out, rows, "results")
-    _plot(out / "mqar_accuracy.png", curves, "step", "valid accuracy (queried positions)",
-          f"MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}, D={d_model}, {n_layers} blocks")
+    _plot(
+        out / "mqar_accuracy.png",
+        curves,
+        "step",
+        "valid accuracy (queried positions)",
+        f"MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}, D={d_model}, {n_layers} blocks",
+    )
     return {"rows": rows}
 
 
 @register_experiment("xlstm-extrapolation", "xLSTM vs RoPE Transformer: train at 256 bytes, evaluate at 256..4096")
-def xlstm_extrapolation(out_dir: Path, path: str = "/work/shared/data/tinyshakespeare/input.txt",
-                        models: str = "xlstm10,xlstm71,attention", d_model: int = 64, n_layers: int = 8,
-                        seq_len: int = 256, eval_lengths: str = "256,512,1024,2048,4096", eval_tokens: int = 16384,
-                        steps: int = 300, batch_size: int = 16, lr: float = 3e-3, bins: int = 16,
-                        seed: int = 0, threads: int = 1) -> dict[str, Any]:
+def xlstm_extrapolation(
+    out_dir: Path,
+    path: str = "/work/shared/data/tinyshakespeare/input.txt",
+    models: str = "xlstm10,xlstm71,attention",
+    d_model: int = 64,
+    n_layers: int = 8,
+    seq_len: int = 256,
+    eval_lengths: str = "256,512,1024,2048,4096",
+    eval_tokens: int = 16384,
+    steps: int = 300,
+    batch_size: int = 16,
+    lr: float = 3e-3,
+    bins: int = 16,
+    seed: int = 0,
+    threads: int = 1,
+) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(int(threads))
@@ -136,18 +209,42 @@ def xlstm_extrapolation(out_dir: Path, path: str = "/work/shared/data/tinyshakes
     task = build_task("text", path=path, seq_len=int(seq_len), tokenizer="byte")
     configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), kinds=kinds)
     lengths = as_ints(eval_lengths)
-    (out / "config.json").write_text(json.dumps({"task": task.config(), "models": {k: c.to_dict() for k, c in configs.items()},
-                                                 "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
-                                                 "eval_lengths": lengths, "eval_tokens": eval_tokens}, indent=2) + "\n")
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "task": task.config(),
+                "models": {k: c.to_dict() for k, c in configs.items()},
+                "steps": steps,
+                "batch_size": batch_size,
+                "lr": lr,
+                "seed": seed,
+                "eval_lengths": lengths,
+                "eval_tokens": eval_tokens,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     rows, pos_rows, curves, pos_curves = [], [], {}, {}
     for kind in kinds:
         label = LABELS.get(kind, kind)
         torch.manual_seed(int(seed))
         model = LanguageModel(configs[kind])
         _init(model, kind)
-        cfg = TrainConfig(steps=int(steps), batch_size=int(batch_size), lr=float(lr), warmup_steps=int(steps) // 10,
-                          eval_every=int(steps), eval_samples=64, seed=int(seed), device="cpu", precision="fp32",
-                          progress=False, out_dir=str(out / kind), weight_decay=0.1)
+        cfg = TrainConfig(
+            steps=int(steps),
+            batch_size=int(batch_size),
+            lr=float(lr),
+            warmup_steps=int(steps) // 10,
+            eval_every=int(steps),
+            eval_samples=64,
+            seed=int(seed),
+            device="cpu",
+            precision="fp32",
+            progress=False,
+            out_dir=str(out / kind),
+            weight_decay=0.1,
+        )
         _, per_len = train_then_eval_lengths(model, task, cfg, lengths, int(eval_tokens), eval_batch=4)
         rows += [{"model": label, "kind": kind, "train_len": int(seq_len), **r} for r in per_len]
         losses = [r["loss"] for r in per_len]
@@ -159,24 +256,50 @@ def xlstm_extrapolation(out_dir: Path, path: str = "/work/shared/data/tinyshakes
         width = Lmax // int(bins)
         centers, vals = [], []
         for b in range(int(bins)):
-            seg = pp[b * width:(b + 1) * width]
+            seg = pp[b * width : (b + 1) * width]
             centers.append(b * width + width // 2)
             vals.append(float(seg.mean()))
-            pos_rows.append({"model": label, "kind": kind, "pos_from": b * width, "pos_to": (b + 1) * width,
-                             "loss": float(seg.mean())})
+            pos_rows.append(
+                {
+                    "model": label,
+                    "kind": kind,
+                    "pos_from": b * width,
+                    "pos_to": (b + 1) * width,
+                    "loss": float(seg.mean()),
+                }
+            )
         pos_curves[label] = (centers, vals)
         write_rows(out, pos_rows, "per_position")
-    _plot(out / "loss_vs_eval_length.png", curves, "evaluation context length (bytes)", "held-out loss (nats/byte)",
-          f"trained at T={seq_len} ({Path(path).parent.name}), D={d_model}, {n_layers} blocks", logx=True)
-    _plot(out / "loss_vs_position.png", pos_curves, "position in the window (bytes)", "mean loss (nats/byte)",
-          f"per-position loss in {max(lengths)}-byte windows; trained at {seq_len}")
+    _plot(
+        out / "loss_vs_eval_length.png",
+        curves,
+        "evaluation context length (bytes)",
+        "held-out loss (nats/byte)",
+        f"trained at T={seq_len} ({Path(path).parent.name}), D={d_model}, {n_layers} blocks",
+        logx=True,
+    )
+    _plot(
+        out / "loss_vs_position.png",
+        pos_curves,
+        "position in the window (bytes)",
+        "mean loss (nats/byte)",
+        f"per-position loss in {max(lengths)}-byte windows; trained at {seq_len}",
+    )
     return {"rows": rows, "per_position": pos_rows}
 
 
 @register_experiment("xlstm-bench", "mLSTM modes vs length (seqzoo bench) and our ops vs the official native kernels")
-def xlstm_bench(out_dir: Path, lengths: str = "256,1024,2048,4096", threads: int = 1, heads: int = 4,
-                head_dim: int = 64, chunk_size: int = 64, loop_max_len: int = 2048, parallel_max_len: int = 4096,
-                min_run_time: float = 0.5) -> dict[str, Any]:
+def xlstm_bench(
+    out_dir: Path,
+    lengths: str = "256,1024,2048,4096",
+    threads: int = 1,
+    heads: int = 4,
+    head_dim: int = 64,
+    chunk_size: int = 64,
+    loop_max_len: int = 2048,
+    parallel_max_len: int = 4096,
+    min_run_time: float = 0.5,
+) -> dict[str, Any]:
     """Cell level, B=1, H=heads, K=V=head_dim, ``threads`` CPU threads (spec §9 "CPU sanity ratio"): forward time of
     our recurrent / parallel / chunkwise ops and of mlstm_kernels' native ones (if importable), ratios in-run."""
     import torch
@@ -200,15 +323,23 @@ def xlstm_bench(out_dir: Path, lengths: str = "256,1024,2048,4096", threads: int
         from mlstm_kernels.torch.recurrent.native_sequence import mlstm_recurrent_sequence__native_fw as off_rec
 
         def to_bhtd(q, k, v, i, f):  # ours (B,T,H,*) -> theirs (B,H,T,*)
-            return (q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous(),
-                    i.transpose(1, 2).contiguous(), f.transpose(1, 2).contiguous())
+            return (
+                q.transpose(1, 2).contiguous(),
+                k.transpose(1, 2).contiguous(),
+                v.transpose(1, 2).contiguous(),
+                i.transpose(1, 2).contiguous(),
+                f.transpose(1, 2).contiguous(),
+            )
 
-        impls["official_recurrent"] = (lambda q, k, v, i, f, T: off_rec(*to_bhtd(q, k, v, i, f))
-                                       if T <= loop_max_len else None)
-        impls["official_parallel"] = (lambda q, k, v, i, f, T: off_par(*to_bhtd(q, k, v, i, f))
-                                      if T <= parallel_max_len else None)
-        impls["official_chunkwise"] = lambda q, k, v, i, f, T: off_chunk(*to_bhtd(q, k, v, i, f),
-                                                                          chunk_size=int(chunk_size))
+        impls["official_recurrent"] = lambda q, k, v, i, f, T: (
+            off_rec(*to_bhtd(q, k, v, i, f)) if T <= loop_max_len else None
+        )
+        impls["official_parallel"] = lambda q, k, v, i, f, T: (
+            off_par(*to_bhtd(q, k, v, i, f)) if T <= parallel_max_len else None
+        )
+        impls["official_chunkwise"] = lambda q, k, v, i, f, T: off_chunk(
+            *to_bhtd(q, k, v, i, f), chunk_size=int(chunk_size)
+        )
         official = "mlstm_kernels"
     except Exception as e:  # noqa: BLE001 - optional oracle
         official = f"not available ({type(e).__name__})"
@@ -219,11 +350,14 @@ def xlstm_bench(out_dir: Path, lengths: str = "256,1024,2048,4096", threads: int
         i = torch.randn(1, T, H, generator=g)
         f = 3.0 + torch.randn(1, T, H, generator=g)
         for name, fn in impls.items():
-            if (name.endswith("recurrent") and T > loop_max_len) or (name.endswith("parallel") and T > parallel_max_len):
+            if (name.endswith("recurrent") and T > loop_max_len) or (
+                name.endswith("parallel") and T > parallel_max_len
+            ):
                 continue
             with torch.no_grad():
-                t = benchmark.Timer(stmt="fn(q, k, v, i, f, T)",
-                                    globals={"fn": fn, "q": q, "k": k, "v": v, "i": i, "f": f, "T": T})
+                t = benchmark.Timer(
+                    stmt="fn(q, k, v, i, f, T)", globals={"fn": fn, "q": q, "k": k, "v": v, "i": i, "f": f, "T": T}
+                )
                 ms = t.blocked_autorange(min_run_time=float(min_run_time)).median * 1e3
             rows.append({"impl": name, "T": T, "fwd_ms": ms, "threads": int(threads), "B": 1, "H": H, "K": K, "V": K})
         base = {r["impl"]: r["fwd_ms"] for r in rows if r["T"] == T}
@@ -236,11 +370,30 @@ def xlstm_bench(out_dir: Path, lengths: str = "256,1024,2048,4096", threads: int
         pts = [(r["T"], r["fwd_ms"]) for r in rows if r["impl"] == name]
         if pts:
             series[name] = ([p[0] for p in pts], [p[1] for p in pts])
-    _plot(out / "ops_fwd_ms.png", series, "sequence length T", "forward ms (median)",
-          f"mLSTM cell, B=1, H={H}, K=V={K}, {threads} thread(s)", logx=True, logy=True)
-    (out / "config.json").write_text(json.dumps({"lengths": as_ints(lengths), "threads": threads, "heads": H,
-                                                 "head_dim": K, "chunk_size": chunk_size, "official": official,
-                                                 "torch": torch.__version__}, indent=2) + "\n")
+    _plot(
+        out / "ops_fwd_ms.png",
+        series,
+        "sequence length T",
+        "forward ms (median)",
+        f"mLSTM cell, B=1, H={H}, K=V={K}, {threads} thread(s)",
+        logx=True,
+        logy=True,
+    )
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "lengths": as_ints(lengths),
+                "threads": threads,
+                "heads": H,
+                "head_dim": K,
+                "chunk_size": chunk_size,
+                "official": official,
+                "torch": torch.__version__,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return {"rows": rows, "official": official}
 
 
@@ -275,16 +428,37 @@ def xlstm_merge(out_dir: Path, parts: str = "", kind: str = "mqar", seq_len: int
         _plot(out / "mqar_accuracy.png", curves, "step", "valid accuracy (queried positions)", "MQAR (merged runs)")
     else:
         write_rows(out, pos_rows, "per_position")
-        _plot(out / "loss_vs_eval_length.png", curves, "evaluation context length (bytes)",
-              "held-out loss (nats/byte)", f"trained at T={seq_len} (merged runs)", logx=True)
-        _plot(out / "loss_vs_position.png", pos_curves, "position in the window (bytes)", "mean loss (nats/byte)",
-              "per-position loss in the longest windows (merged runs)")
+        _plot(
+            out / "loss_vs_eval_length.png",
+            curves,
+            "evaluation context length (bytes)",
+            "held-out loss (nats/byte)",
+            f"trained at T={seq_len} (merged runs)",
+            logx=True,
+        )
+        _plot(
+            out / "loss_vs_position.png",
+            pos_curves,
+            "position in the window (bytes)",
+            "mean loss (nats/byte)",
+            "per-position loss in the longest windows (merged runs)",
+        )
     return {"rows": rows}
 
 
-@register_experiment("xlstm-slstm-bench", "sLSTM loop: naive vs fused (hand BPTT) vs autograd vs torch.compile, per step")
-def xlstm_slstm_bench(out_dir: Path, batch: int = 8, T: int = 128, heads: int = 4, head_dim: int = 32,
-                      threads: int = 1, repeats: int = 3, compiled: bool = True) -> dict[str, Any]:
+@register_experiment(
+    "xlstm-slstm-bench", "sLSTM loop: naive vs fused (hand BPTT) vs autograd vs torch.compile, per step"
+)
+def xlstm_slstm_bench(
+    out_dir: Path,
+    batch: int = 8,
+    T: int = 128,
+    heads: int = 4,
+    head_dim: int = 32,
+    threads: int = 1,
+    repeats: int = 3,
+    compiled: bool = True,
+) -> dict[str, Any]:
     """Forward (no grad) and forward+backward time per time step of each sLSTM loop, min over ``repeats``
     interleaved runs, all in one process (ratios against the naive loop measured in the same run)."""
     import torch
@@ -308,8 +482,11 @@ def xlstm_slstm_bench(out_dir: Path, batch: int = 8, T: int = 128, heads: int = 
         compile_s = time.perf_counter() - t0
     else:
         compile_s = None
-    train = {"naive (autograd)": slstm_naive, "fused, autograd loop": lambda a, r: _loop(a, r, None, _pointwise),
-             "fused (hand-written BPTT)": slstm_fused}
+    train = {
+        "naive (autograd)": slstm_naive,
+        "fused, autograd loop": lambda a, r: _loop(a, r, None, _pointwise),
+        "fused (hand-written BPTT)": slstm_fused,
+    }
     times: dict[str, list[float]] = {}
     for _ in range(int(repeats)):
         for name, fn in fwd.items():
@@ -323,13 +500,28 @@ def xlstm_slstm_bench(out_dir: Path, batch: int = 8, T: int = 128, heads: int = 
             h, _ = fn(a, r)
             h.square().sum().backward()
             times.setdefault(f"fwd+bwd: {name}", []).append(time.perf_counter() - t0)
-    rows = [{"what": k, "us_per_step": 1e6 * min(v) / T, "B": B, "T": T, "H": H, "d": d, "threads": int(threads)}
-            for k, v in times.items()]
+    rows = [
+        {"what": k, "us_per_step": 1e6 * min(v) / T, "B": B, "T": T, "H": H, "d": d, "threads": int(threads)}
+        for k, v in times.items()
+    ]
     for r in rows:
         base = "fwd: naive" if r["what"].startswith("fwd:") else "fwd+bwd: naive (autograd)"
         r["speedup_vs_naive"] = (1e6 * min(times[base]) / T) / r["us_per_step"]
     write_rows(out, rows, "slstm")
-    (out / "config.json").write_text(json.dumps({"batch": B, "T": T, "heads": H, "head_dim": d, "threads": threads,
-                                                 "repeats": repeats, "compile_s": compile_s,
-                                                 "torch": torch.__version__}, indent=2) + "\n")
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "batch": B,
+                "T": T,
+                "heads": H,
+                "head_dim": d,
+                "threads": threads,
+                "repeats": repeats,
+                "compile_s": compile_s,
+                "torch": torch.__version__,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return {"rows": rows, "compile_s": compile_s}

@@ -16,10 +16,14 @@ from __future__ import annotations
 try:
     import transformers
 except ImportError as err:  # pragma: no cover - exercised only without transformers
-    raise ImportError("seqzoo.hf needs the optional dependency transformers (>= 5): pip install 'transformers>=5'") from err
+    raise ImportError(
+        "seqzoo.hf needs the optional dependency transformers (>= 5): pip install 'transformers>=5'"
+    ) from err
 if int(transformers.__version__.split(".")[0]) < 5:
-    raise ImportError(f"seqzoo.hf needs transformers >= 5 (its Cache, config and tokenizer APIs), found "
-                      f"{transformers.__version__}: pip install -U 'transformers>=5'")
+    raise ImportError(
+        f"seqzoo.hf needs transformers >= 5 (its Cache, config and tokenizer APIs), found "
+        f"{transformers.__version__}: pip install -U 'transformers>=5'"
+    )
 
 from transformers import (
     AutoConfig,
@@ -45,8 +49,11 @@ from .tokenization import gpt2_tokenizer
 
 _REGISTRATION = {
     SeqzooLMConfig: {AutoModel: SeqzooLMModel, AutoModelForCausalLM: SeqzooForCausalLM},
-    SeqzooEncoderConfig: {AutoModel: SeqzooEncoderModel, AutoModelForMaskedLM: SeqzooForMaskedLM,
-                          AutoModelForSequenceClassification: SeqzooForSequenceClassification},
+    SeqzooEncoderConfig: {
+        AutoModel: SeqzooEncoderModel,
+        AutoModelForMaskedLM: SeqzooForMaskedLM,
+        AutoModelForSequenceClassification: SeqzooForSequenceClassification,
+    },
 }
 
 
@@ -73,7 +80,21 @@ def from_seqzoo(model, **config_kwargs) -> SeqzooPreTrainedModel:
 
 register()
 
-__all__ = ["SeqzooCache", "SeqzooConfig", "SeqzooEncoderConfig", "SeqzooEncoderModel", "SeqzooForCausalLM",
-           "SeqzooForMaskedLM", "SeqzooForSequenceClassification", "SeqzooLMConfig", "SeqzooLMModel",
-           "SeqzooPreTrainedModel", "causal_lm_loss", "from_seqzoo", "gpt2_tokenizer", "map_state_tensors",
-           "register", "shift_labels"]
+__all__ = [
+    "SeqzooCache",
+    "SeqzooConfig",
+    "SeqzooEncoderConfig",
+    "SeqzooEncoderModel",
+    "SeqzooForCausalLM",
+    "SeqzooForMaskedLM",
+    "SeqzooForSequenceClassification",
+    "SeqzooLMConfig",
+    "SeqzooLMModel",
+    "SeqzooPreTrainedModel",
+    "causal_lm_loss",
+    "from_seqzoo",
+    "gpt2_tokenizer",
+    "map_state_tensors",
+    "register",
+    "shift_labels",
+]

@@ -38,8 +38,10 @@ def map_state_tensors(state: Any, fn: Callable[[torch.Tensor], torch.Tensor]) ->
     if dataclasses.is_dataclass(state) and not isinstance(state, type):
         changes = {f.name: map_state_tensors(getattr(state, f.name), fn) for f in dataclasses.fields(state) if f.init}
         return dataclasses.replace(state, **changes)
-    raise TypeError(f"cannot map over a mixer state of type {type(state).__name__}; seqzoo states must be tensors, "
-                    f"tuples, lists, dicts or dataclasses of tensors")
+    raise TypeError(
+        f"cannot map over a mixer state of type {type(state).__name__}; seqzoo states must be tensors, "
+        f"tuples, lists, dicts or dataclasses of tensors"
+    )
 
 
 def _first_tensor(state: Any) -> torch.Tensor | None:
@@ -151,8 +153,10 @@ class SeqzooCache(Cache):
 
     def crop(self, tokens_to_remove: int) -> None:
         if tokens_to_remove:
-            raise NotImplementedError("seqzoo states cannot be rolled back (recurrent states forget the past): "
-                                      "assisted / speculative decoding is not supported")
+            raise NotImplementedError(
+                "seqzoo states cannot be rolled back (recurrent states forget the past): "
+                "assisted / speculative decoding is not supported"
+            )
 
     def activate_past_recording(self) -> None:
         pass  # nothing to record: crop(0) is the only roll-back ever asked of this cache
@@ -161,8 +165,10 @@ class SeqzooCache(Cache):
         return False
 
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
-        raise NotImplementedError("SeqzooCache holds whole seqzoo mixer states; it is updated by the seqzoo model's "
-                                  "forward, not per layer with keys and values")
+        raise NotImplementedError(
+            "SeqzooCache holds whole seqzoo mixer states; it is updated by the seqzoo model's "
+            "forward, not per layer with keys and values"
+        )
 
 
 __all__ = ["SeqzooCache", "map_state_tensors"]

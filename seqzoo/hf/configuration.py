@@ -52,7 +52,9 @@ class SeqzooConfig(PreTrainedConfig):
     def __init__(self, **kwargs: Any):
         kind = kwargs.pop("model_type", None)
         if kind is not None and self.seqzoo_kind and kind != self.seqzoo_kind:
-            raise ValueError(f"{type(self).__name__} reads model_type={self.seqzoo_kind!r} configurations, got {kind!r}")
+            raise ValueError(
+                f"{type(self).__name__} reads model_type={self.seqzoo_kind!r} configurations, got {kind!r}"
+            )
         if not self.seqzoo_kind:
             raise TypeError("SeqzooConfig is abstract: use SeqzooLMConfig (causal LM) or SeqzooEncoderConfig (encoder)")
         # HF aliases given by name (hidden_size=...) become the seqzoo field
@@ -66,7 +68,9 @@ class SeqzooConfig(PreTrainedConfig):
         extra = dict(fields.get("extra") or {})
         hf_saved = extra.pop(HF_EXTRA_KEY, None) or {}
         if not isinstance(hf_saved, dict):
-            raise TypeError(f"ModelConfig.extra[{HF_EXTRA_KEY!r}] must be a dict of Hugging Face attributes, got {hf_saved!r}")
+            raise TypeError(
+                f"ModelConfig.extra[{HF_EXTRA_KEY!r}] must be a dict of Hugging Face attributes, got {hf_saved!r}"
+            )
         fields["extra"] = extra
         hf_kwargs = {**hf_saved, **kwargs}  # explicit arguments win over the saved ones
         self._apply_num_labels(fields, hf_kwargs)

@@ -46,13 +46,17 @@ def check_attention_mask(attention_mask: torch.Tensor | None, batch: int, length
     if attention_mask is None:
         return
     if not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2:
-        raise ValueError(f"attention_mask must be a 2-D tensor (B, T), got "
-                         f"{tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__}")
+        raise ValueError(
+            f"attention_mask must be a 2-D tensor (B, T), got "
+            f"{tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__}"
+        )
     if attention_mask.shape[0] != batch or attention_mask.shape[1] < length:
         raise ValueError(f"attention_mask must have shape ({batch}, >= {length}), got {tuple(attention_mask.shape)}")
     if not bool(attention_mask.bool().all()):
-        raise ValueError("seqzoo models have no padding mask: attention_mask must be all ones (pass unpadded "
-                         "sequences, e.g. one prompt at a time or prompts of equal length)")
+        raise ValueError(
+            "seqzoo models have no padding mask: attention_mask must be all ones (pass unpadded "
+            "sequences, e.g. one prompt at a time or prompts of equal length)"
+        )
 
 
 def shift_labels(labels: torch.Tensor) -> torch.Tensor:
@@ -62,15 +66,18 @@ def shift_labels(labels: torch.Tensor) -> torch.Tensor:
     return aligned
 
 
-def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
-                   ) -> torch.Tensor:
+def causal_lm_loss(
+    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
+) -> torch.Tensor:
     """Loss for transformers-style (unshifted) labels: shift, then seqzoo's aligned cross-entropy.
 
     With ``num_items_in_batch`` (the Trainer's gradient-accumulation normaliser) the summed loss is divided by it.
     """
     if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape[:-1]:
-        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} (the shape of input_ids; they are "
-                         f"shifted inside the model), got {tuple(getattr(labels, 'shape', ()))}")
+        raise ValueError(
+            f"labels must have shape {tuple(logits.shape[:-1])} (the shape of input_ids; they are "
+            f"shifted inside the model), got {tuple(getattr(labels, 'shape', ()))}"
+        )
     aligned = shift_labels(labels.to(logits.device))
     if num_items_in_batch is None:
         return lm_loss(logits, aligned)
@@ -96,7 +103,9 @@ class SeqzooPreTrainedModel(PreTrainedModel):
         if seqzoo_model is None:
             seqzoo_model = core_cls(config.to_seqzoo())
         elif type(seqzoo_model) is not core_cls:
-            raise TypeError(f"{type(self).__name__} wraps a seqzoo {core_cls.__name__}, got {type(seqzoo_model).__name__}")
+            raise TypeError(
+                f"{type(self).__name__} wraps a seqzoo {core_cls.__name__}, got {type(seqzoo_model).__name__}"
+            )
         self.__dict__["_seqzoo"] = seqzoo_model  # not registered: its children are registered below, under their names
         for name, child in seqzoo_model.named_children():
             self.add_module(name, child)
@@ -177,8 +186,10 @@ class SeqzooPreTrainedModel(PreTrainedModel):
         collected: list[torch.Tensor] = []
         hooks = []
         if output_hidden_states:
+
             def grab(module, args, kwargs):
                 collected.append(args[0] if args else kwargs["x"])
+
             hooks = [b.register_forward_pre_hook(grab, with_kwargs=True) for b in core.blocks]
         try:
             hidden, new_states = core.trunk(input_ids, inputs_embeds, states, mode)
@@ -216,11 +227,14 @@ class _SeqzooLMBase(SeqzooPreTrainedModel):
             return past_key_values
         if isinstance(past_key_values, Cache) and past_key_values.get_seq_length() == 0:
             return SeqzooCache(num_layers)  # an empty transformers cache (e.g. DynamicCache()) is replaced
-        raise TypeError(f"past_key_values must be a seqzoo.hf.SeqzooCache (as returned by this model), got "
-                        f"{type(past_key_values).__name__}; seqzoo states do not fit transformers' key/value caches")
+        raise TypeError(
+            f"past_key_values must be a seqzoo.hf.SeqzooCache (as returned by this model), got "
+            f"{type(past_key_values).__name__}; seqzoo states do not fit transformers' key/value caches"
+        )
 
-    def _stream(self, input_ids, attention_mask, past_key_values, inputs_embeds, use_cache, mode,
-                output_hidden_states, kwargs):
+    def _stream(
+        self, input_ids, attention_mask, past_key_values, inputs_embeds, use_cache, mode, output_hidden_states, kwargs
+    ):
         self._check_kwargs(kwargs)
         batch, length = self._batch_length(input_ids, inputs_embeds)
         check_attention_mask(attention_mask, batch, length)
@@ -240,13 +254,22 @@ class SeqzooLMModel(_SeqzooLMBase):
     """``AutoModel`` for a seqzoo causal LM: final-normed hidden states (the LM head is kept, unused, so that the
     parameters - and saved files - stay those of ``seqzoo.LanguageModel``)."""
 
-    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
-                past_key_values: SeqzooCache | None = None, inputs_embeds: torch.Tensor | None = None,
-                use_cache: bool | None = None, output_hidden_states: bool | None = None,
-                return_dict: bool | None = None, mode: str | None = None, **kwargs: Any):
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: SeqzooCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        mode: str | None = None,
+        **kwargs: Any,
+    ):
         """Returns ``BaseModelOutputWithPast(last_hidden_state (B, T, d_model), past_key_values, hidden_states)``."""
-        hidden, cache, all_hidden = self._stream(input_ids, attention_mask, past_key_values, inputs_embeds,
-                                                 use_cache, mode, output_hidden_states, kwargs)
+        hidden, cache, all_hidden = self._stream(
+            input_ids, attention_mask, past_key_values, inputs_embeds, use_cache, mode, output_hidden_states, kwargs
+        )
         out = BaseModelOutputWithPast(last_hidden_state=hidden, past_key_values=cache, hidden_states=all_hidden)
         return out if (return_dict if return_dict is not None else self.config.return_dict) else out.to_tuple()
 
@@ -276,11 +299,20 @@ class SeqzooForCausalLM(_SeqzooLMBase, GenerationMixin):
             logits = cap * torch.tanh(logits / cap)
         return logits
 
-    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
-                past_key_values: SeqzooCache | None = None, inputs_embeds: torch.Tensor | None = None,
-                labels: torch.LongTensor | None = None, use_cache: bool | None = None,
-                output_hidden_states: bool | None = None, return_dict: bool | None = None,
-                logits_to_keep: int | torch.Tensor = 0, mode: str | None = None, **kwargs: Any):
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: SeqzooCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        mode: str | None = None,
+        **kwargs: Any,
+    ):
         """Returns ``CausalLMOutputWithPast(loss, logits, past_key_values, hidden_states)``."""
         num_items = kwargs.pop("num_items_in_batch", None)
         keep_all = isinstance(logits_to_keep, int) and logits_to_keep == 0
@@ -288,8 +320,9 @@ class SeqzooForCausalLM(_SeqzooLMBase, GenerationMixin):
             raise ValueError(f"logits_to_keep must be >= 0 (0 keeps every position), got {logits_to_keep}")
         if labels is not None and not keep_all:
             raise ValueError("labels need the logits of every position: pass logits_to_keep=0 with labels")
-        hidden, cache, all_hidden = self._stream(input_ids, attention_mask, past_key_values, inputs_embeds,
-                                                 use_cache, mode, output_hidden_states, kwargs)
+        hidden, cache, all_hidden = self._stream(
+            input_ids, attention_mask, past_key_values, inputs_embeds, use_cache, mode, output_hidden_states, kwargs
+        )
         if not keep_all:
             index = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
             hidden = hidden[:, index]
@@ -321,9 +354,16 @@ class _SeqzooEncoderBase(SeqzooPreTrainedModel):
 class SeqzooEncoderModel(_SeqzooEncoderBase):
     """``AutoModel`` for a seqzoo ``Encoder``: final-normed hidden states (heads kept, unused)."""
 
-    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
-                inputs_embeds: torch.Tensor | None = None, output_hidden_states: bool | None = None,
-                return_dict: bool | None = None, mode: str | None = None, **kwargs: Any):
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        mode: str | None = None,
+        **kwargs: Any,
+    ):
         hidden, all_hidden = self._encode(input_ids, attention_mask, inputs_embeds, mode, output_hidden_states, kwargs)
         out = BaseModelOutputWithPast(last_hidden_state=hidden, hidden_states=all_hidden)
         return out if self._wants_dict(return_dict) else out.to_tuple()
@@ -339,10 +379,17 @@ class SeqzooForMaskedLM(_SeqzooEncoderBase):
         self.mlm_head = value
         self.seqzoo_model.mlm_head = value
 
-    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
-                inputs_embeds: torch.Tensor | None = None, labels: torch.LongTensor | None = None,
-                output_hidden_states: bool | None = None, return_dict: bool | None = None,
-                mode: str | None = None, **kwargs: Any):
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        mode: str | None = None,
+        **kwargs: Any,
+    ):
         kwargs.pop("num_items_in_batch", None)
         hidden, all_hidden = self._encode(input_ids, attention_mask, inputs_embeds, mode, output_hidden_states, kwargs)
         logits = self.mlm_head(hidden)
@@ -358,13 +405,22 @@ class SeqzooForSequenceClassification(_SeqzooEncoderBase):
     MSE when ``num_labels == 1`` (regression), BCE-with-logits for multi-label float targets.
     """
 
-    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
-                inputs_embeds: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                output_hidden_states: bool | None = None, return_dict: bool | None = None,
-                mode: str | None = None, **kwargs: Any):
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        mode: str | None = None,
+        **kwargs: Any,
+    ):
         kwargs.pop("num_items_in_batch", None)
         hidden, all_hidden = self._encode(input_ids, attention_mask, inputs_embeds, mode, output_hidden_states, kwargs)
-        pooled = hidden.mean(1) if self.seqzoo_model.config.pool == "mean" else hidden[:, 0]  # as seqzoo.Encoder(head="cls")
+        pooled = (
+            hidden.mean(1) if self.seqzoo_model.config.pool == "mean" else hidden[:, 0]
+        )  # as seqzoo.Encoder(head="cls")
         logits = self.cls_head(pooled)
         loss = self._loss(logits, labels) if labels is not None else None
         out = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=all_hidden)
@@ -385,7 +441,9 @@ class SeqzooForSequenceClassification(_SeqzooEncoderBase):
             return F.mse_loss(logits.float().squeeze(-1), labels.float().reshape(logits.shape[0]))
         if problem == "single_label_classification":
             if labels.shape != logits.shape[:1]:
-                raise ValueError(f"classification labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
+                raise ValueError(
+                    f"classification labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}"
+                )
             return F.cross_entropy(logits.float(), labels.long())
         if labels.shape != logits.shape:
             raise ValueError(f"multi-label targets must have shape {tuple(logits.shape)}, got {tuple(labels.shape)}")
@@ -399,5 +457,14 @@ class SeqzooForSequenceClassification(_SeqzooEncoderBase):
             raise ValueError("the wrapped seqzoo Encoder has no classification head: set ModelConfig.n_classes")
 
 
-__all__ = ["SeqzooEncoderModel", "SeqzooForCausalLM", "SeqzooForMaskedLM", "SeqzooForSequenceClassification",
-           "SeqzooLMModel", "SeqzooPreTrainedModel", "causal_lm_loss", "check_attention_mask", "shift_labels"]
+__all__ = [
+    "SeqzooEncoderModel",
+    "SeqzooForCausalLM",
+    "SeqzooForMaskedLM",
+    "SeqzooForSequenceClassification",
+    "SeqzooLMModel",
+    "SeqzooPreTrainedModel",
+    "causal_lm_loss",
+    "check_attention_mask",
+    "shift_labels",
+]

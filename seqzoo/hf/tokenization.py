@@ -29,8 +29,13 @@ def read_merges(path: str | Path) -> list[tuple[str, str]]:
     return merges
 
 
-def gpt2_tokenizer(directory: str | Path | None = None, *, vocab_file: str | Path | None = None,
-                   merges_file: str | Path | None = None, pad_with_eos: bool = True) -> GPT2TokenizerFast:
+def gpt2_tokenizer(
+    directory: str | Path | None = None,
+    *,
+    vocab_file: str | Path | None = None,
+    merges_file: str | Path | None = None,
+    pad_with_eos: bool = True,
+) -> GPT2TokenizerFast:
     """A ``GPT2TokenizerFast`` from GPT-2's BPE files, offline.
 
     Pass the folder holding ``encoder.json`` and ``vocab.bpe`` (seqzoo's ``bpe_dir``), or both files by path
@@ -43,7 +48,9 @@ def gpt2_tokenizer(directory: str | Path | None = None, *, vocab_file: str | Pat
         directory = Path(directory)
         vocab_file, merges_file = directory / ENCODER_NAME, directory / MERGES_NAME
     if vocab_file is None or merges_file is None:
-        raise ValueError("gpt2_tokenizer needs the folder with encoder.json and vocab.bpe, or vocab_file and merges_file")
+        raise ValueError(
+            "gpt2_tokenizer needs the folder with encoder.json and vocab.bpe, or vocab_file and merges_file"
+        )
     vocab_file, merges_file = Path(vocab_file), Path(merges_file)
     for p in (vocab_file, merges_file):
         if not p.is_file():
@@ -52,8 +59,15 @@ def gpt2_tokenizer(directory: str | Path | None = None, *, vocab_file: str | Pat
     if not isinstance(vocab, dict) or EOS not in vocab:
         raise ValueError(f"{vocab_file} must be a JSON object token -> id containing {EOS!r}")
     merges = read_merges(merges_file)
-    tok = GPT2TokenizerFast(vocab=vocab, merges=merges, unk_token=EOS, bos_token=EOS, eos_token=EOS,
-                            pad_token=EOS if pad_with_eos else None, add_prefix_space=False)
+    tok = GPT2TokenizerFast(
+        vocab=vocab,
+        merges=merges,
+        unk_token=EOS,
+        bos_token=EOS,
+        eos_token=EOS,
+        pad_token=EOS if pad_with_eos else None,
+        add_prefix_space=False,
+    )
     return tok
 
 

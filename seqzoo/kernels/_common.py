@@ -23,8 +23,10 @@ def dot_dtype(dtype: torch.dtype):
 
 def check_float(name: str, t: torch.Tensor) -> None:
     if t.dtype not in _TL:
-        raise TypeError(f"{name}: triton kernels take float32/float16/bfloat16 tensors, got {t.dtype} "
-                        f"(use the torch reference for float64)")
+        raise TypeError(
+            f"{name}: triton kernels take float32/float16/bfloat16 tensors, got {t.dtype} "
+            f"(use the torch reference for float64)"
+        )
 
 
 def configs(full: list, small) -> list:

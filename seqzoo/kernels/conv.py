@@ -34,16 +34,39 @@ from . import interpreting
 from ._common import check_float, configs
 
 MAX_K = 16
-_CONFIGS = configs([triton.Config({"BLOCK_C": bc, "BT": bt}, num_warps=nw)
-                    for bc in (64, 128, 256) for bt in (16, 32, 64) for nw in (4, 8)],
-                   triton.Config({"BLOCK_C": 16, "BT": 16}, num_warps=1))
+_CONFIGS = configs(
+    [
+        triton.Config({"BLOCK_C": bc, "BT": bt}, num_warps=nw)
+        for bc in (64, 128, 256)
+        for bt in (16, 32, 64)
+        for nw in (4, 8)
+    ],
+    triton.Config({"BLOCK_C": 16, "BT": 16}, num_warps=1),
+)
 _TP_UNIT = 16 if interpreting() else 64  # the backward's steps per program: a multiple of every BT above
 _TP_MAX = 4 * _TP_UNIT  # at most this many steps per backward program (more programs, more dw / dbias partials)
 
 
 @triton.jit
-def _pre(x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rt, offs_c, mc, T, C,
-         K: tl.constexpr, HAS_STATE: tl.constexpr, HAS_SEG: tl.constexpr, HAS_BIAS: tl.constexpr):
+def _pre(
+    x_ptr,
+    st_ptr,
+    ns_ptr,
+    w_ptr,
+    b_ptr,
+    xb,
+    sb,
+    nb,
+    rt,
+    offs_c,
+    mc,
+    T,
+    C,
+    K: tl.constexpr,
+    HAS_STATE: tl.constexpr,
+    HAS_SEG: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+):
     """(BT, BLOCK_C) fp32 pre-activation at output rows ``rt`` (rows outside [0, T) are garbage: mask them)."""
     acc = tl.zeros([rt.shape[0], offs_c.shape[0]], dtype=tl.float32)
     alive = rt >= -K  # all True
@@ -70,9 +93,27 @@ def _pre(x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rt, offs_c, mc, T, C,
 
 
 @triton.jit
-def _gout(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rt, offs_c, mc, T, C,
-          K: tl.constexpr, HAS_STATE: tl.constexpr, HAS_SEG: tl.constexpr, HAS_BIAS: tl.constexpr,
-          ACT: tl.constexpr):
+def _gout(
+    dy_ptr,
+    x_ptr,
+    st_ptr,
+    ns_ptr,
+    w_ptr,
+    b_ptr,
+    xb,
+    sb,
+    nb,
+    rt,
+    offs_c,
+    mc,
+    T,
+    C,
+    K: tl.constexpr,
+    HAS_STATE: tl.constexpr,
+    HAS_SEG: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+):
     """Gradient wrt the pre-activation at rows ``rt`` (0 outside [0, T)); SiLU' from the recomputed pre."""
     m2 = ((rt >= 0) & (rt < T))[:, None] & mc[None, :]
     g = tl.load(dy_ptr + xb + rt[:, None] * C + offs_c[None, :], mask=m2, other=0.0).to(tl.float32)
@@ -84,9 +125,27 @@ def _gout(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rt, offs_c, m
 
 
 @triton.jit
-def _dx_rows(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rt, offs_c, mc, T, C,
-             K: tl.constexpr, HAS_STATE: tl.constexpr, HAS_SEG: tl.constexpr, HAS_BIAS: tl.constexpr,
-             ACT: tl.constexpr):
+def _dx_rows(
+    dy_ptr,
+    x_ptr,
+    st_ptr,
+    ns_ptr,
+    w_ptr,
+    b_ptr,
+    xb,
+    sb,
+    nb,
+    rt,
+    offs_c,
+    mc,
+    T,
+    C,
+    K: tl.constexpr,
+    HAS_STATE: tl.constexpr,
+    HAS_SEG: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+):
     """dx at input positions ``rt`` (negative: the state): sum_s w[k-1-s] keep(q+s, s) g_{q+s}."""
     acc = tl.zeros([rt.shape[0], offs_c.shape[0]], dtype=tl.float32)
     alive = rt >= -2 * K - 1  # all True (rt >= 1-K)
@@ -96,8 +155,27 @@ def _dx_rows(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rt, offs_c
                 p = rt + s
                 ns = tl.load(ns_ptr + nb + p, mask=(p >= 0) & (p < T), other=1)
                 alive = alive & (ns != 0)
-        g = _gout(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rt + s, offs_c, mc, T, C,
-                  K, HAS_STATE, HAS_SEG, HAS_BIAS, ACT)
+        g = _gout(
+            dy_ptr,
+            x_ptr,
+            st_ptr,
+            ns_ptr,
+            w_ptr,
+            b_ptr,
+            xb,
+            sb,
+            nb,
+            rt + s,
+            offs_c,
+            mc,
+            T,
+            C,
+            K,
+            HAS_STATE,
+            HAS_SEG,
+            HAS_BIAS,
+            ACT,
+        )
         wv = tl.load(w_ptr + offs_c * K + (K - 1 - s), mask=mc, other=0.0).to(tl.float32)
         term = g * wv[None, :]
         if HAS_SEG:
@@ -108,16 +186,47 @@ def _dx_rows(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rt, offs_c
 
 @triton.autotune(configs=_CONFIGS, key=["C", "K"])
 @triton.jit
-def _conv_fwd_kernel(x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, y_ptr, T, C,
-                     K: tl.constexpr, HAS_STATE: tl.constexpr, HAS_SEG: tl.constexpr, HAS_BIAS: tl.constexpr,
-                     ACT: tl.constexpr, BLOCK_C: tl.constexpr, BT: tl.constexpr):
+def _conv_fwd_kernel(
+    x_ptr,
+    st_ptr,
+    ns_ptr,
+    w_ptr,
+    b_ptr,
+    y_ptr,
+    T,
+    C,
+    K: tl.constexpr,
+    HAS_STATE: tl.constexpr,
+    HAS_SEG: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    BT: tl.constexpr,
+):
     pid_b = tl.program_id(0).to(tl.int64)
     rt = tl.program_id(1) * BT + tl.arange(0, BT)
     offs_c = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
     mc = offs_c < C
     xb = pid_b * T * C
-    z = _pre(x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, pid_b * (K - 1) * C, pid_b * T, rt, offs_c, mc, T, C,
-             K, HAS_STATE, HAS_SEG, HAS_BIAS)
+    z = _pre(
+        x_ptr,
+        st_ptr,
+        ns_ptr,
+        w_ptr,
+        b_ptr,
+        xb,
+        pid_b * (K - 1) * C,
+        pid_b * T,
+        rt,
+        offs_c,
+        mc,
+        T,
+        C,
+        K,
+        HAS_STATE,
+        HAS_SEG,
+        HAS_BIAS,
+    )
     if ACT:
         z = z * tl.sigmoid(z)
     m2 = (rt < T)[:, None] & mc[None, :]
@@ -126,9 +235,29 @@ def _conv_fwd_kernel(x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, y_ptr, T, C,
 
 @triton.autotune(configs=_CONFIGS, key=["C", "K"])
 @triton.jit
-def _conv_bwd_kernel(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, dx_ptr, dst_ptr, dw_ptr, db_ptr, T, C, TP,
-                     K: tl.constexpr, KP: tl.constexpr, HAS_STATE: tl.constexpr, HAS_SEG: tl.constexpr,
-                     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, BLOCK_C: tl.constexpr, BT: tl.constexpr):
+def _conv_bwd_kernel(
+    dy_ptr,
+    x_ptr,
+    st_ptr,
+    ns_ptr,
+    w_ptr,
+    b_ptr,
+    dx_ptr,
+    dst_ptr,
+    dw_ptr,
+    db_ptr,
+    T,
+    C,
+    TP,
+    K: tl.constexpr,
+    KP: tl.constexpr,
+    HAS_STATE: tl.constexpr,
+    HAS_SEG: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ACT: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    BT: tl.constexpr,
+):
     pid_b = tl.program_id(0).to(tl.int64)
     pid_t = tl.program_id(1)
     offs_c = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -146,8 +275,27 @@ def _conv_bwd_kernel(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, dx_ptr, dst_pt
         rt = t0 + rows
         mt = rt < T
         m2 = mt[:, None] & mc[None, :]
-        g = _gout(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rt, offs_c, mc, T, C,
-                  K, HAS_STATE, HAS_SEG, HAS_BIAS, ACT)  # 0 past T
+        g = _gout(
+            dy_ptr,
+            x_ptr,
+            st_ptr,
+            ns_ptr,
+            w_ptr,
+            b_ptr,
+            xb,
+            sb,
+            nb,
+            rt,
+            offs_c,
+            mc,
+            T,
+            C,
+            K,
+            HAS_STATE,
+            HAS_SEG,
+            HAS_BIAS,
+            ACT,
+        )  # 0 past T
         db += tl.sum(g, 0)
         alive = rt >= -K
         for s in tl.static_range(K):
@@ -161,23 +309,63 @@ def _conv_bwd_kernel(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, dx_ptr, dst_pt
             xv = tl.load(x_ptr + xb + q[:, None] * C + offs_c[None, :], mask=mq, other=0.0).to(tl.float32)
             if HAS_STATE:
                 ms = ((q < 0) & (q >= 1 - K))[:, None] & mc[None, :]
-                xv += tl.load(st_ptr + sb + (q + K - 1)[:, None] * C + offs_c[None, :], mask=ms,
-                              other=0.0).to(tl.float32)
+                xv += tl.load(st_ptr + sb + (q + K - 1)[:, None] * C + offs_c[None, :], mask=ms, other=0.0).to(
+                    tl.float32
+                )
             prod = g * xv
             if HAS_SEG:
                 prod = tl.where(alive[:, None], prod, 0.0)
             dw += tl.where(kr[:, None] == s, tl.sum(prod, 0)[None, :], 0.0)
-        dx = _dx_rows(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rt, offs_c, mc, T, C,
-                      K, HAS_STATE, HAS_SEG, HAS_BIAS, ACT)
+        dx = _dx_rows(
+            dy_ptr,
+            x_ptr,
+            st_ptr,
+            ns_ptr,
+            w_ptr,
+            b_ptr,
+            xb,
+            sb,
+            nb,
+            rt,
+            offs_c,
+            mc,
+            T,
+            C,
+            K,
+            HAS_STATE,
+            HAS_SEG,
+            HAS_BIAS,
+            ACT,
+        )
         tl.store(dx_ptr + xb + rt[:, None] * C + offs_c[None, :], dx.to(dx_ptr.dtype.element_ty), mask=m2)
     if HAS_STATE:
         if pid_t == 0:  # dstate: the same sum at positions -(k-1)..-1
             rs = rows - (K - 1)
-            ds = _dx_rows(dy_ptr, x_ptr, st_ptr, ns_ptr, w_ptr, b_ptr, xb, sb, nb, rs, offs_c, mc, T, C,
-                          K, HAS_STATE, HAS_SEG, HAS_BIAS, ACT)
+            ds = _dx_rows(
+                dy_ptr,
+                x_ptr,
+                st_ptr,
+                ns_ptr,
+                w_ptr,
+                b_ptr,
+                xb,
+                sb,
+                nb,
+                rs,
+                offs_c,
+                mc,
+                T,
+                C,
+                K,
+                HAS_STATE,
+                HAS_SEG,
+                HAS_BIAS,
+                ACT,
+            )
             msk = (rs < 0)[:, None] & mc[None, :]
-            tl.store(dst_ptr + sb + (rs + K - 1)[:, None] * C + offs_c[None, :], ds.to(dst_ptr.dtype.element_ty),
-                     mask=msk)
+            tl.store(
+                dst_ptr + sb + (rs + K - 1)[:, None] * C + offs_c[None, :], ds.to(dst_ptr.dtype.element_ty), mask=msk
+            )
     part = (pid_b * tl.num_programs(1) + pid_t).to(tl.int64)
     mk = (kr < K)[:, None] & mc[None, :]
     tl.store(dw_ptr + part * K * C + (K - 1 - kr)[:, None] * C + offs_c[None, :], dw, mask=mk)
@@ -195,10 +383,21 @@ class CausalConvTriton(torch.autograd.Function):
         y = torch.empty_like(x)
         dummy = x
         grid = lambda meta: (B, triton.cdiv(T, meta["BT"]), triton.cdiv(C, meta["BLOCK_C"]))
-        _conv_fwd_kernel[grid](x, state if state is not None else dummy, not_start if not_start is not None else dummy,
-                               weight, bias if bias is not None else weight, y, T, C, K=K,
-                               HAS_STATE=state is not None, HAS_SEG=not_start is not None, HAS_BIAS=bias is not None,
-                               ACT=act)
+        _conv_fwd_kernel[grid](
+            x,
+            state if state is not None else dummy,
+            not_start if not_start is not None else dummy,
+            weight,
+            bias if bias is not None else weight,
+            y,
+            T,
+            C,
+            K=K,
+            HAS_STATE=state is not None,
+            HAS_SEG=not_start is not None,
+            HAS_BIAS=bias is not None,
+            ACT=act,
+        )
         ctx.save_for_backward(x, weight, bias, state, not_start)
         ctx.act = act
         return y
@@ -216,19 +415,40 @@ class CausalConvTriton(torch.autograd.Function):
         dw = torch.empty(B * NTP, K, C, device=x.device, dtype=torch.float32)
         db = torch.empty(B * NTP, C, device=x.device, dtype=torch.float32)
         grid = lambda meta: (B, NTP, triton.cdiv(C, meta["BLOCK_C"]))
-        _conv_bwd_kernel[grid](dy, x, state if state is not None else x, not_start if not_start is not None else x,
-                               weight, bias if bias is not None else weight, dx, dst if dst is not None else dx,
-                               dw, db, T, C, TP, K=K, KP=max(2, triton.next_power_of_2(K)),
-                               HAS_STATE=state is not None, HAS_SEG=not_start is not None,
-                               HAS_BIAS=bias is not None, ACT=ctx.act)
+        _conv_bwd_kernel[grid](
+            dy,
+            x,
+            state if state is not None else x,
+            not_start if not_start is not None else x,
+            weight,
+            bias if bias is not None else weight,
+            dx,
+            dst if dst is not None else dx,
+            dw,
+            db,
+            T,
+            C,
+            TP,
+            K=K,
+            KP=max(2, triton.next_power_of_2(K)),
+            HAS_STATE=state is not None,
+            HAS_SEG=not_start is not None,
+            HAS_BIAS=bias is not None,
+            ACT=ctx.act,
+        )
         dweight = dw.sum(0).t().to(weight.dtype)  # (k, C) -> (C, k)
         dbias = db.sum(0).to(bias.dtype) if bias is not None else None
         return dx, dweight, dbias, dst, None, None
 
 
-def causal_conv1d_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                         state: torch.Tensor | None = None, segment_pos: torch.Tensor | None = None,
-                         activation: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv1d_triton(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+    segment_pos: torch.Tensor | None = None,
+    activation: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Same contract as ``ops.causal_conv.causal_conv1d``: ``x (B, T, C)``, ``weight (C, k)`` -> ``y (B, T, C)`` in
     x's dtype and the new state ``(B, k-1, C)`` (x's dtype; the last k-1 inputs, entries before a document start
     zeroed). ``activation``: None or ``"silu"`` (fused; the backward recomputes the pre-activation).
@@ -254,11 +474,17 @@ def causal_conv1d_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     T = x.shape[1]
     not_start = None if segment_pos is None else (segment_pos != 0).to(torch.int8).contiguous()
     st = state.contiguous() if (state is not None and k > 1) else None
-    y = CausalConvTriton.apply(x.contiguous(), weight.contiguous(), None if bias is None else bias.contiguous(),
-                               st, not_start, activation == "silu")
+    y = CausalConvTriton.apply(
+        x.contiguous(),
+        weight.contiguous(),
+        None if bias is None else bias.contiguous(),
+        st,
+        not_start,
+        activation == "silu",
+    )
     # new state from the last k-1 steps only (exactly as the torch path: x's dtype, starts zeroed)
     hist = state.to(x.dtype) if state is not None else x.new_zeros(x.shape[0], k - 1, x.shape[-1])
-    tail = torch.cat([hist, x[:, max(0, T - (k - 1)):]], dim=1)
+    tail = torch.cat([hist, x[:, max(0, T - (k - 1)) :]], dim=1)
     csum = None if segment_pos is None else _starts_cumsum(segment_pos, k)
     return y, _new_state(tail, k, csum)
 

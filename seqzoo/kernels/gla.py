@@ -28,9 +28,16 @@ import triton.language as tl
 
 from ._common import check_float, configs, dot_dtype, next_pow2
 
-_CONFIGS = configs([triton.Config({"BV": bv, "BKI": bki}, num_warps=nw, num_stages=ns)
-                    for bv in (32, 64) for bki in (16, 32) for nw in (4, 8) for ns in (1, 2)],
-                   triton.Config({"BV": 16, "BKI": 16}, num_warps=1, num_stages=1))
+_CONFIGS = configs(
+    [
+        triton.Config({"BV": bv, "BKI": bki}, num_warps=nw, num_stages=ns)
+        for bv in (32, 64)
+        for bki in (16, 32)
+        for nw in (4, 8)
+        for ns in (1, 2)
+    ],
+    triton.Config({"BV": 16, "BKI": 16}, num_warps=1, num_stages=1),
+)
 
 
 @triton.jit
@@ -50,9 +57,28 @@ def _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, causal, K, L: tl.constexpr, BK: 
 
 @triton.autotune(configs=_CONFIGS, key=["K", "V", "L"])
 @triton.jit
-def _gla_fwd_kernel(q_ptr, k_ptr, v_ptr, g_ptr, S0_ptr, y_ptr, S_ptr, Sc_ptr, T, H, K, V,
-                    L: tl.constexpr, BK: tl.constexpr, BKI: tl.constexpr, BV: tl.constexpr,
-                    HAS_STATE: tl.constexpr, STATES_ONLY: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
+def _gla_fwd_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    g_ptr,
+    S0_ptr,
+    y_ptr,
+    S_ptr,
+    Sc_ptr,
+    T,
+    H,
+    K,
+    V,
+    L: tl.constexpr,
+    BK: tl.constexpr,
+    BKI: tl.constexpr,
+    BV: tl.constexpr,
+    HAS_STATE: tl.constexpr,
+    STATES_ONLY: tl.constexpr,
+    DOT: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     # STATES_ONLY (backward's recompute): skip y, store the state entering every chunk into Sc (B·H, NC, K, V)
     pid_bh = tl.program_id(0).to(tl.int64)
     pid_v = tl.program_id(1)
@@ -77,8 +103,11 @@ def _gla_fwd_kernel(q_ptr, k_ptr, v_ptr, g_ptr, S0_ptr, y_ptr, S_ptr, Sc_ptr, T,
         mt = tok < T
         row = (bi * T + tok[:, None]) * (H * K) + hi * K  # (L, 1) into (B, T, H, K)
         if STATES_ONLY:
-            tl.store(Sc_ptr + (pid_bh * NC + c0 // L) * K * V + rk[:, None] * V + rv[None, :], S,
-                     mask=mk[:, None] & mv[None, :])
+            tl.store(
+                Sc_ptr + (pid_bh * NC + c0 // L) * K * V + rk[:, None] * V + rv[None, :],
+                S,
+                mask=mk[:, None] & mv[None, :],
+            )
         km = mt[:, None] & mk[None, :]
         q = tl.load(q_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)  # (L, BK)
         k = tl.load(k_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)
@@ -105,19 +134,40 @@ def _gla_fwd_kernel(q_ptr, k_ptr, v_ptr, g_ptr, S0_ptr, y_ptr, S_ptr, Sc_ptr, T,
     tl.store(S_ptr + st_off, S, mask=mk[:, None] & mv[None, :])
 
 
-_BWD_CONFIGS = configs([triton.Config({"BV": bv, "BKI": bki}, num_warps=nw, num_stages=1)
-                        for bv in (32, 64) for bki in (16, 32) for nw in (4, 8)],
-                       triton.Config({"BV": 16, "BKI": 16}, num_warps=1, num_stages=1))
-_DS_CONFIGS = configs([triton.Config({"BV": bv}, num_warps=nw, num_stages=ns)
-                       for bv in (32, 64) for nw in (4, 8) for ns in (1, 2)],
-                      triton.Config({"BV": 16}, num_warps=1, num_stages=1))
+_BWD_CONFIGS = configs(
+    [
+        triton.Config({"BV": bv, "BKI": bki}, num_warps=nw, num_stages=1)
+        for bv in (32, 64)
+        for bki in (16, 32)
+        for nw in (4, 8)
+    ],
+    triton.Config({"BV": 16, "BKI": 16}, num_warps=1, num_stages=1),
+)
+_DS_CONFIGS = configs(
+    [triton.Config({"BV": bv}, num_warps=nw, num_stages=ns) for bv in (32, 64) for nw in (4, 8) for ns in (1, 2)],
+    triton.Config({"BV": 16}, num_warps=1, num_stages=1),
+)
 
 
 @triton.autotune(configs=_DS_CONFIGS, key=["K", "V", "L"])
 @triton.jit
-def _gla_bwd_dstate_kernel(q_ptr, g_ptr, dy_ptr, dST_ptr, dSc_ptr, dS0_ptr, T, H, K, V,
-                           L: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT: tl.constexpr,
-                           IEEE: tl.constexpr):
+def _gla_bwd_dstate_kernel(
+    q_ptr,
+    g_ptr,
+    dy_ptr,
+    dST_ptr,
+    dSc_ptr,
+    dS0_ptr,
+    T,
+    H,
+    K,
+    V,
+    L: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    DOT: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     """Reverse sweep: dSc[c] = ∂loss/∂(state after chunk c); dS_{c-1} = e^{g} ⊙ dS_c + (q ⊙ e^{b})ᵀ dy_c."""
     pid_bh = tl.program_id(0).to(tl.int64)
     pid_v = tl.program_id(1)
@@ -132,7 +182,7 @@ def _gla_bwd_dstate_kernel(q_ptr, g_ptr, dy_ptr, dST_ptr, dSc_ptr, dS0_ptr, T, H
     st = rk[:, None] * V + rv[None, :]  # (BK, BV) within one (K, V) state
     dS = tl.load(dST_ptr + pid_bh * K * V + st, mask=sm, other=0.0)
     NC = tl.cdiv(T, L)
-    for i in range(0, NC):
+    for i in range(NC):
         c = NC - 1 - i
         tok = c * L + rl
         mt = tok < T
@@ -143,8 +193,9 @@ def _gla_bwd_dstate_kernel(q_ptr, g_ptr, dy_ptr, dST_ptr, dSc_ptr, dS0_ptr, T, H
         la = tl.load(g_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)
         b = tl.cumsum(la, 0)
         gl = tl.sum(la, 0)
-        dy = tl.load(dy_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :], mask=mt[:, None] & mv[None, :],
-                     other=0.0).to(tl.float32)
+        dy = tl.load(
+            dy_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :], mask=mt[:, None] & mv[None, :], other=0.0
+        ).to(tl.float32)
         qd = q * tl.exp(b)
         if IEEE:
             dS = tl.exp(gl)[:, None] * dS + tl.dot(tl.trans(qd.to(DOT)), dy.to(DOT), input_precision="ieee")
@@ -155,9 +206,28 @@ def _gla_bwd_dstate_kernel(q_ptr, g_ptr, dy_ptr, dST_ptr, dSc_ptr, dS0_ptr, T, H
 
 @triton.autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
 @triton.jit
-def _gla_bwd_kernel(q_ptr, k_ptr, v_ptr, g_ptr, dy_ptr, Sc_ptr, dSc_ptr, dq_ptr, dk_ptr, dv_ptr, T, H, K, V,
-                    L: tl.constexpr, BK: tl.constexpr, BKI: tl.constexpr, BV: tl.constexpr, DOT: tl.constexpr,
-                    IEEE: tl.constexpr):
+def _gla_bwd_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    g_ptr,
+    dy_ptr,
+    Sc_ptr,
+    dSc_ptr,
+    dq_ptr,
+    dk_ptr,
+    dv_ptr,
+    T,
+    H,
+    K,
+    V,
+    L: tl.constexpr,
+    BK: tl.constexpr,
+    BKI: tl.constexpr,
+    BV: tl.constexpr,
+    DOT: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     """One program per (chunk, batch·head): dq, dk (fp32) and dv of the chunk from the stored chunk states."""
     c = tl.program_id(0)
     pid_bh = tl.program_id(1).to(tl.int64)
@@ -228,7 +298,9 @@ def _gla_bwd_kernel(q_ptr, k_ptr, v_ptr, g_ptr, dy_ptr, Sc_ptr, dSc_ptr, dq_ptr,
         rv = v0 + rvb
         vm = mt[:, None] & (rv[None, :] < V)
         dy = tl.load(dy_ptr + vrow + rv[None, :], mask=vm, other=0.0).to(tl.float32)
-        dSn = tl.load(dSc_ptr + st_base + rk[:, None] * V + rv[None, :], mask=mk[:, None] & (rv[None, :] < V), other=0.0)
+        dSn = tl.load(
+            dSc_ptr + st_base + rk[:, None] * V + rv[None, :], mask=mk[:, None] & (rv[None, :] < V), other=0.0
+        )
         if IEEE:
             dv = tl.dot(tl.trans(A.to(DOT)), dy.to(DOT), input_precision="ieee")
             dv += tl.dot(kd.to(DOT), dSn.to(DOT), input_precision="ieee")
@@ -251,8 +323,26 @@ def _backward(q, k, v, log_a, S0, dy, dST, chunk):
     Sc = torch.empty(B * H, NC, K, V, device=dev, dtype=torch.float32)
     ST = torch.empty(B, H, K, V, device=dev, dtype=torch.float32)
     grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
-    _gla_fwd_kernel[grid](q, k, v, log_a, S0 if S0 is not None else ST, ST, ST, Sc, T, H, K, V, L=chunk, BK=BK,
-                          HAS_STATE=S0 is not None, STATES_ONLY=True, DOT=dt, IEEE=ieee)
+    _gla_fwd_kernel[grid](
+        q,
+        k,
+        v,
+        log_a,
+        S0 if S0 is not None else ST,
+        ST,
+        ST,
+        Sc,
+        T,
+        H,
+        K,
+        V,
+        L=chunk,
+        BK=BK,
+        HAS_STATE=S0 is not None,
+        STATES_ONLY=True,
+        DOT=dt,
+        IEEE=ieee,
+    )
     dy = dy.contiguous()
     dST = dST.float().contiguous()
     dSc = torch.empty_like(Sc)
@@ -275,9 +365,26 @@ def _forward(q, k, v, log_a, S0, chunk, out_dtype):
     S = torch.empty(B, H, K, V, device=q.device, dtype=torch.float32)
     dt = dot_dtype(q.dtype)
     grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
-    _gla_fwd_kernel[grid](q, k, v, log_a, S0 if S0 is not None else S, y, S, S, T, H, K, V,
-                          L=chunk, BK=next_pow2(K), HAS_STATE=S0 is not None, STATES_ONLY=False, DOT=dt,
-                          IEEE=dt == tl.float32)
+    _gla_fwd_kernel[grid](
+        q,
+        k,
+        v,
+        log_a,
+        S0 if S0 is not None else S,
+        y,
+        S,
+        S,
+        T,
+        H,
+        K,
+        V,
+        L=chunk,
+        BK=next_pow2(K),
+        HAS_STATE=S0 is not None,
+        STATES_ONLY=False,
+        DOT=dt,
+        IEEE=dt == tl.float32,
+    )
     return y, S
 
 
@@ -295,14 +402,24 @@ class GLATriton(torch.autograd.Function):
         q, k, v, log_a, S0 = ctx.saved_tensors
         if ctx.backward_impl == "triton":
             dq, dk, dv, dlog_a, dS0 = _backward(q, k, v, log_a, S0, dy, dS, ctx.chunk)
-            return (dq.to(q.dtype), dk.to(k.dtype), dv, dlog_a.to(log_a.dtype),
-                    dS0 if S0 is not None else None, None, None, None)
+            return (
+                dq.to(q.dtype),
+                dk.to(k.dtype),
+                dv,
+                dlog_a.to(log_a.dtype),
+                dS0 if S0 is not None else None,
+                None,
+                None,
+                None,
+            )
         # "torch": recompute with the PyTorch chunkwise GateLoop path (real transitions) and differentiate it
         from ..ops.gateloop.chunkwise import gateloop_chunkwise
 
         with torch.enable_grad():
-            ins = [None if t is None else t.detach().requires_grad_(ctx.needs_input_grad[j])
-                   for j, t in enumerate((q, k, v, log_a, S0))]
+            ins = [
+                None if t is None else t.detach().requires_grad_(ctx.needs_input_grad[j])
+                for j, t in enumerate((q, k, v, log_a, S0))
+            ]
             qq, kk, vv, la, s0 = ins
             st = None if s0 is None else torch.complex(s0, torch.zeros_like(s0))
             y, S = gateloop_chunkwise(qq, kk, vv, la, None, st, chunk_size=max(ctx.chunk, 16))
@@ -313,8 +430,16 @@ class GLATriton(torch.autograd.Function):
         return (*out, None, None, None)
 
 
-def gla_triton(q, k, v, log_a, state=None, chunk_size: int | None = None, out_dtype: torch.dtype | None = None,
-               backward: str = "triton"):
+def gla_triton(
+    q,
+    k,
+    v,
+    log_a,
+    state=None,
+    chunk_size: int | None = None,
+    out_dtype: torch.dtype | None = None,
+    backward: str = "triton",
+):
     """``q, k, log_a (B, T, H, K)``, ``v (B, T, H, V)``, real ``state (B, H, K, V)`` or None ->
     ``y (B, T, H, V)`` (``out_dtype``, default v's dtype) and the final state ``(B, H, K, V)`` fp32.
 
@@ -329,8 +454,10 @@ def gla_triton(q, k, v, log_a, state=None, chunk_size: int | None = None, out_dt
             raise TypeError(f"gla_triton: {name} must be a torch.Tensor")
         check_float(name, t)
     if q.dim() != 4 or k.shape != q.shape or log_a.shape != q.shape:
-        raise ValueError(f"gla_triton: q, k, log_a must share shape (B, T, H, K), got {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}, {tuple(log_a.shape)}")
+        raise ValueError(
+            f"gla_triton: q, k, log_a must share shape (B, T, H, K), got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(log_a.shape)}"
+        )
     B, T, H, K = q.shape
     if T == 0:
         raise ValueError("gla_triton: need at least one time step")
@@ -338,8 +465,9 @@ def gla_triton(q, k, v, log_a, state=None, chunk_size: int | None = None, out_dt
         raise ValueError(f"gla_triton: v must have shape ({B}, {T}, {H}, V), got {tuple(v.shape)}")
     V = v.shape[-1]
     if state is not None and (state.shape != (B, H, K, V) or state.is_complex()):
-        raise ValueError(f"gla_triton: state must be a real tensor of shape {(B, H, K, V)}, got "
-                         f"{state.dtype} {tuple(state.shape)}")
+        raise ValueError(
+            f"gla_triton: state must be a real tensor of shape {(B, H, K, V)}, got {state.dtype} {tuple(state.shape)}"
+        )
     mx = float(log_a.detach().max())
     if not mx <= 1e-6:
         raise ValueError(f"gla_triton: log_a must be <= 0 (|a| <= 1), got max {mx:.3g}")

@@ -62,12 +62,14 @@ import triton.language as tl
 
 from ._common import check_float, configs, dot_dtype, interpreting, next_pow2
 
-_CONFIGS = configs([triton.Config({"BV": bv}, num_warps=nw, num_stages=ns)
-                    for bv in (32, 64, 128) for nw in (4, 8) for ns in (1, 2)],
-                   triton.Config({"BV": 16}, num_warps=1, num_stages=1))
-_BWD_CONFIGS = configs([triton.Config({"BV": bv}, num_warps=nw, num_stages=1)
-                        for bv in (32, 64) for nw in (4, 8)],
-                       triton.Config({"BV": 16}, num_warps=1, num_stages=1))
+_CONFIGS = configs(
+    [triton.Config({"BV": bv}, num_warps=nw, num_stages=ns) for bv in (32, 64, 128) for nw in (4, 8) for ns in (1, 2)],
+    triton.Config({"BV": 16}, num_warps=1, num_stages=1),
+)
+_BWD_CONFIGS = configs(
+    [triton.Config({"BV": bv}, num_warps=nw, num_stages=1) for bv in (32, 64) for nw in (4, 8)],
+    triton.Config({"BV": 16}, num_warps=1, num_stages=1),
+)
 
 
 @triton.jit
@@ -109,10 +111,36 @@ def _chunk_scores(q, k, ig, phi, b, m, n, L: tl.constexpr, DOT: tl.constexpr, IE
 
 @triton.autotune(configs=_CONFIGS, key=["K", "V", "L"])
 @triton.jit
-def _mlstm_fwd_kernel(q_ptr, k_ptr, v_ptr, i_ptr, f_ptr, C0_ptr, n0_ptr, m0_ptr, h_ptr, C_ptr, n_ptr, m_ptr,
-                      Cc_ptr, nc_ptr, mc_ptr, T, H, K, V, scale, eps,
-                      L: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, HAS_STATE: tl.constexpr,
-                      STATES_ONLY: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
+def _mlstm_fwd_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    i_ptr,
+    f_ptr,
+    C0_ptr,
+    n0_ptr,
+    m0_ptr,
+    h_ptr,
+    C_ptr,
+    n_ptr,
+    m_ptr,
+    Cc_ptr,
+    nc_ptr,
+    mc_ptr,
+    T,
+    H,
+    K,
+    V,
+    scale,
+    eps,
+    L: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    HAS_STATE: tl.constexpr,
+    STATES_ONLY: tl.constexpr,
+    DOT: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     # STATES_ONLY (backward's recompute): skip h; store the state entering every chunk into Cc (B·H, NC, K, V),
     # nc (B·H, NC, K), mc (B·H, NC + 1) (mc[NC] = final m)
     pid_bh = tl.program_id(0).to(tl.int64)
@@ -191,10 +219,33 @@ def _dnum_dden(den, M, delta, eps):
 
 @triton.autotune(configs=_CONFIGS, key=["K", "V", "L"])
 @triton.jit
-def _mlstm_bwd_dstate_kernel(q_ptr, k_ptr, i_ptr, f_ptr, dh_ptr, delta_ptr, nc_ptr, mc_ptr, dCT_ptr, dnT_ptr,
-                             dCc_ptr, dnc_ptr, dC0_ptr, dn0_ptr, T, H, K, V, scale, eps,
-                             L: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT: tl.constexpr,
-                             IEEE: tl.constexpr):
+def _mlstm_bwd_dstate_kernel(
+    q_ptr,
+    k_ptr,
+    i_ptr,
+    f_ptr,
+    dh_ptr,
+    delta_ptr,
+    nc_ptr,
+    mc_ptr,
+    dCT_ptr,
+    dnT_ptr,
+    dCc_ptr,
+    dnc_ptr,
+    dC0_ptr,
+    dn0_ptr,
+    T,
+    H,
+    K,
+    V,
+    scale,
+    eps,
+    L: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    DOT: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     """Reverse sweep: dCc[c], dnc[c] = ∂loss/∂(state leaving chunk c);
     dC_c = e^{g+m_c−m_{c+1}} dC_{c+1} + Σ_τ w0_τ q̃_τ dnum_τᵀ,  dn_c = e^{g+m_c−m_{c+1}} dn_{c+1} + Σ_τ w0_τ dden_τ q̃_τ."""
     pid_bh = tl.program_id(0).to(tl.int64)
@@ -234,8 +285,9 @@ def _mlstm_bwd_dstate_kernel(q_ptr, k_ptr, i_ptr, f_ptr, dh_ptr, delta_ptr, nc_p
         g = tl.sum(phi, 0)
         _, _, w0, den, M = _chunk_scores(q, k, ig, phi, b, m, n, L, DOT, IEEE)
         inv, dden = _dnum_dden(den, M, delta, eps)
-        dh = tl.load(dh_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :],
-                     mask=mt[:, None] & mv[None, :], other=0.0).to(tl.float32)
+        dh = tl.load(
+            dh_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :], mask=mt[:, None] & mv[None, :], other=0.0
+        ).to(tl.float32)
         qw = q * w0[:, None]  # (L, BK)
         fC = tl.exp(g + m - m_next)
         dC = fC * dC + _dot(tl.trans(qw), dh * inv[:, None], DOT, IEEE)
@@ -247,9 +299,35 @@ def _mlstm_bwd_dstate_kernel(q_ptr, k_ptr, i_ptr, f_ptr, dh_ptr, delta_ptr, nc_p
 
 @triton.autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
 @triton.jit
-def _mlstm_bwd_kernel(q_ptr, k_ptr, v_ptr, i_ptr, f_ptr, dh_ptr, delta_ptr, Cc_ptr, nc_ptr, mc_ptr, dCc_ptr, dnc_ptr,
-                      dq_ptr, dk_ptr, dv_ptr, dM_ptr, T, H, K, V, scale, eps,
-                      L: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
+def _mlstm_bwd_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    i_ptr,
+    f_ptr,
+    dh_ptr,
+    delta_ptr,
+    Cc_ptr,
+    nc_ptr,
+    mc_ptr,
+    dCc_ptr,
+    dnc_ptr,
+    dq_ptr,
+    dk_ptr,
+    dv_ptr,
+    dM_ptr,
+    T,
+    H,
+    K,
+    V,
+    scale,
+    eps,
+    L: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    DOT: tl.constexpr,
+    IEEE: tl.constexpr,
+):
     """One program per (chunk, batch·head): dq, dk (fp32), dv and the eps-path stabiliser gradient dM of the chunk
     from the stored entering states (C_c, n_c, m_c) and the gradients of the leaving state (dC_{c+1}, dn_{c+1})."""
     c = tl.program_id(0)
@@ -330,9 +408,35 @@ def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only):
     C0, n0, m0 = (C, n, m) if state is None else state
     dt = dot_dtype(q.dtype)
     grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
-    _mlstm_fwd_kernel[grid](q, k, v, ig, phi, C0, n0, m0, h, C, n, m, Cc, nc, mc, T, H, K, V, K ** -0.5, eps,
-                            L=chunk, BK=next_pow2(K), HAS_STATE=state is not None, STATES_ONLY=states_only,
-                            DOT=dt, IEEE=dt == tl.float32)
+    _mlstm_fwd_kernel[grid](
+        q,
+        k,
+        v,
+        ig,
+        phi,
+        C0,
+        n0,
+        m0,
+        h,
+        C,
+        n,
+        m,
+        Cc,
+        nc,
+        mc,
+        T,
+        H,
+        K,
+        V,
+        K**-0.5,
+        eps,
+        L=chunk,
+        BK=next_pow2(K),
+        HAS_STATE=state is not None,
+        STATES_ONLY=states_only,
+        DOT=dt,
+        IEEE=dt == tl.float32,
+    )
     return (C, n, m, Cc, nc, mc) if states_only else (h, C, n, m)
 
 
@@ -349,7 +453,7 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
     BK = next_pow2(K)
     dt = dot_dtype(q.dtype)
     ieee = dt == tl.float32
-    scale = K ** -0.5
+    scale = K**-0.5
     NC = triton.cdiv(T, chunk)
     CT, nT, mT, Cc, nc, mc = _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=True)
 
@@ -362,14 +466,64 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
     dC0 = torch.empty_like(CT)
     dn0 = torch.empty_like(nT)
     grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
-    _mlstm_bwd_dstate_kernel[grid](q, k, ig, phi, dh, delta, nc, mc, dCT, dnT, dCc, dnc, dC0, dn0, T, H, K, V,
-                                   scale, eps, L=chunk, BK=BK, DOT=dt, IEEE=ieee)
+    _mlstm_bwd_dstate_kernel[grid](
+        q,
+        k,
+        ig,
+        phi,
+        dh,
+        delta,
+        nc,
+        mc,
+        dCT,
+        dnT,
+        dCc,
+        dnc,
+        dC0,
+        dn0,
+        T,
+        H,
+        K,
+        V,
+        scale,
+        eps,
+        L=chunk,
+        BK=BK,
+        DOT=dt,
+        IEEE=ieee,
+    )
     dq = torch.empty(B, T, H, K, device=dev, dtype=torch.float32)
     dk = torch.empty_like(dq)
     dv = torch.empty_like(v)
     dM = torch.empty(B, T, H, device=dev, dtype=torch.float32)
-    _mlstm_bwd_kernel[(NC, B * H)](q, k, v, ig, phi, dh, delta, Cc, nc, mc, dCc, dnc, dq, dk, dv, dM, T, H, K, V,
-                                   scale, eps, L=chunk, BK=BK, DOT=dt, IEEE=ieee)
+    _mlstm_bwd_kernel[(NC, B * H)](
+        q,
+        k,
+        v,
+        ig,
+        phi,
+        dh,
+        delta,
+        Cc,
+        nc,
+        mc,
+        dCc,
+        dnc,
+        dq,
+        dk,
+        dv,
+        dM,
+        T,
+        H,
+        K,
+        V,
+        scale,
+        eps,
+        L=chunk,
+        BK=BK,
+        DOT=dt,
+        IEEE=ieee,
+    )
 
     # gates (docstring step 4): at fixed stabilisers, then the arg-max route of M_t = B_t + R_t
     di = (k.float() * dk).sum(-1)  # (B, T, H)
@@ -417,16 +571,19 @@ class MLSTMTriton(torch.autograd.Function):
             state = None if C0 is None else (C0, n0, m0)
             grads = _backward(q, k, v, ig, phi, f, state, h, dh, dC, dn, dm, chunk, eps, forget_gate)
             ins = (q, k, v, i, f, C0, n0, m0)
-            out = [None if (gr is None or not ctx.needs_input_grad[j]) else gr.to(ins[j].dtype)
-                   for j, gr in enumerate(grads)]
+            out = [
+                None if (gr is None or not ctx.needs_input_grad[j]) else gr.to(ins[j].dtype)
+                for j, gr in enumerate(grads)
+            ]
             return (*out, None, None, None, None)
         # "torch": recompute with the PyTorch chunkwise path and differentiate it
         from ..ops.mlstm.chunkwise import mlstm_chunkwise
 
         saved = ctx.saved_tensors
         with torch.enable_grad():
-            ins = [None if t is None else t.detach().requires_grad_(ctx.needs_input_grad[j])
-                   for j, t in enumerate(saved)]
+            ins = [
+                None if t is None else t.detach().requires_grad_(ctx.needs_input_grad[j]) for j, t in enumerate(saved)
+            ]
             q, k, v, i, f, C0, n0, m0 = ins
             state = None if C0 is None else (C0, n0, m0)
             h, (C, n, m) = mlstm_chunkwise(q, k, v, i, f, state, chunk_size=chunk, eps=eps, forget_gate=forget_gate)
@@ -437,8 +594,18 @@ class MLSTMTriton(torch.autograd.Function):
         return (*out, None, None, None, None)
 
 
-def mlstm_triton(q, k, v, i, f, state=None, chunk_size: int | None = None, eps: float = 1e-6,
-                 forget_gate: str = "sigmoid", backward: str = "triton"):
+def mlstm_triton(
+    q,
+    k,
+    v,
+    i,
+    f,
+    state=None,
+    chunk_size: int | None = None,
+    eps: float = 1e-6,
+    forget_gate: str = "sigmoid",
+    backward: str = "triton",
+):
     """Same contract as ``ops.mlstm.mlstm``: ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)``,
     ``state = (C, n, m)`` or None -> ``h (B, T, H, V)`` in v's dtype and the final state in fp32.
 

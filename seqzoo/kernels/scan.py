@@ -24,9 +24,15 @@ import triton.language as tl
 
 from ._common import check_float, configs
 
-_FWD_CONFIGS = configs([triton.Config({"BLOCK_R": br, "BT": bt}, num_warps=nw)
-                        for br in (32, 64, 128) for bt in (16, 32, 64) for nw in (2, 4)],
-                       triton.Config({"BLOCK_R": 32, "BT": 16}, num_warps=1))
+_FWD_CONFIGS = configs(
+    [
+        triton.Config({"BLOCK_R": br, "BT": bt}, num_warps=nw)
+        for br in (32, 64, 128)
+        for bt in (16, 32, 64)
+        for nw in (2, 4)
+    ],
+    triton.Config({"BLOCK_R": 32, "BT": 16}, num_warps=1),
+)
 _BWD_CONFIGS = _FWD_CONFIGS
 
 
@@ -44,8 +50,9 @@ def _row(x, rows, i):
 
 @triton.autotune(configs=_FWD_CONFIGS, key=["R"])
 @triton.jit
-def _scan_fwd_kernel(a_ptr, b_ptr, h0_ptr, h_ptr, hT_ptr, T, R,
-                     HAS_H0: tl.constexpr, BLOCK_R: tl.constexpr, BT: tl.constexpr):
+def _scan_fwd_kernel(
+    a_ptr, b_ptr, h0_ptr, h_ptr, hT_ptr, T, R, HAS_H0: tl.constexpr, BLOCK_R: tl.constexpr, BT: tl.constexpr
+):
     pid_b = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
     mask = offs < R
@@ -70,8 +77,21 @@ def _scan_fwd_kernel(a_ptr, b_ptr, h0_ptr, h_ptr, hT_ptr, T, R,
 
 @triton.autotune(configs=_BWD_CONFIGS, key=["R"])
 @triton.jit
-def _scan_bwd_kernel(a_ptr, h_ptr, h0_ptr, dh_ptr, dhT_ptr, da_ptr, db_ptr, dh0_ptr, T, R,
-                     HAS_H0: tl.constexpr, BLOCK_R: tl.constexpr, BT: tl.constexpr):
+def _scan_bwd_kernel(
+    a_ptr,
+    h_ptr,
+    h0_ptr,
+    dh_ptr,
+    dhT_ptr,
+    da_ptr,
+    db_ptr,
+    dh0_ptr,
+    T,
+    R,
+    HAS_H0: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BT: tl.constexpr,
+):
     pid_b = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
     mask = offs < R
@@ -79,7 +99,7 @@ def _scan_bwd_kernel(a_ptr, h_ptr, h0_ptr, dh_ptr, dhT_ptr, da_ptr, db_ptr, dh0_
     base = pid_b * T * R
     g_next = tl.load(dhT_ptr + pid_b * R + offs, mask=mask, other=0.0).to(tl.float32)  # G at the next tile start
     NT = tl.cdiv(T, BT)
-    for i in range(0, NT):
+    for i in range(NT):
         t0 = (NT - 1 - i) * BT
         rt = t0 + rows
         m2 = (rt < T)[:, None] & mask[None, :]
@@ -128,13 +148,15 @@ class LinearScanTriton(torch.autograd.Function):
         da = torch.empty(B, T, R, device=h.device, dtype=ctx.dtypes[0])
         db = torch.empty(B, T, R, device=h.device, dtype=ctx.dtypes[1])
         dh0 = torch.empty(B, R, device=h.device, dtype=torch.float32)
-        _scan_bwd_kernel[_grid(B, R)](a, h, h0 if h0 is not None else dh0, dh, dhT, da, db, dh0, T, R,
-                                      HAS_H0=h0 is not None)
+        _scan_bwd_kernel[_grid(B, R)](
+            a, h, h0 if h0 is not None else dh0, dh, dhT, da, db, dh0, T, R, HAS_H0=h0 is not None
+        )
         return da, db, (dh0 if h0 is not None else None), None
 
 
-def linear_scan_triton(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None,
-                       out_dtype: torch.dtype | None = torch.float32):
+def linear_scan_triton(
+    a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None, out_dtype: torch.dtype | None = torch.float32
+):
     """``a, b (B, T, R)``, ``h0 (B, R)`` or None -> ``h (B, T, R)`` in ``out_dtype`` (default fp32, as
     ``ops.rglru.linear_scan``; pass the activation dtype to halve the write traffic) and ``h_T (B, R)`` fp32.
 
@@ -175,8 +197,23 @@ def _rglru_gate_tile(ga, sp, c):
 
 @triton.autotune(configs=_FWD_CONFIGS, key=["R"])
 @triton.jit
-def _rglru_fwd_kernel(x_ptr, gx_ptr, ga_ptr, ap_ptr, rs_ptr, h0_ptr, y_ptr, hT_ptr, T, R, c,
-                      HAS_RESET: tl.constexpr, HAS_H0: tl.constexpr, BLOCK_R: tl.constexpr, BT: tl.constexpr):
+def _rglru_fwd_kernel(
+    x_ptr,
+    gx_ptr,
+    ga_ptr,
+    ap_ptr,
+    rs_ptr,
+    h0_ptr,
+    y_ptr,
+    hT_ptr,
+    T,
+    R,
+    c,
+    HAS_RESET: tl.constexpr,
+    HAS_H0: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BT: tl.constexpr,
+):
     pid_b = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
     mask = offs < R
@@ -213,9 +250,29 @@ def _rglru_fwd_kernel(x_ptr, gx_ptr, ga_ptr, ap_ptr, rs_ptr, h0_ptr, y_ptr, hT_p
 
 @triton.autotune(configs=_BWD_CONFIGS, key=["R"])
 @triton.jit
-def _rglru_bwd_kernel(x_ptr, gx_ptr, ga_ptr, ap_ptr, rs_ptr, h0_ptr, y_ptr, dy_ptr, dhT_ptr,
-                      dx_ptr, dgx_ptr, dga_ptr, dsp_ptr, dh0_ptr, T, R, c,
-                      HAS_RESET: tl.constexpr, HAS_H0: tl.constexpr, BLOCK_R: tl.constexpr, BT: tl.constexpr):
+def _rglru_bwd_kernel(
+    x_ptr,
+    gx_ptr,
+    ga_ptr,
+    ap_ptr,
+    rs_ptr,
+    h0_ptr,
+    y_ptr,
+    dy_ptr,
+    dhT_ptr,
+    dx_ptr,
+    dgx_ptr,
+    dga_ptr,
+    dsp_ptr,
+    dh0_ptr,
+    T,
+    R,
+    c,
+    HAS_RESET: tl.constexpr,
+    HAS_H0: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BT: tl.constexpr,
+):
     """Reverse pass in tiles: G_t = dy_t + a_{t+1} G_{t+1} (reverse associative scan); da_t = G_t h_{t-1},
     db_t = G_t, then the chain rule through the gates (sqrt with the bounded derivative 1/sqrt(max(4u, 1e-6)) of
     ``ops.rglru.gates``); ∂/∂softplus(Λ̃) summed over t per program into dsp (B, R)."""
@@ -233,7 +290,7 @@ def _rglru_bwd_kernel(x_ptr, gx_ptr, ga_ptr, ap_ptr, rs_ptr, h0_ptr, y_ptr, dy_p
     else:
         first = tl.zeros([BLOCK_R], dtype=tl.float32)
     NT = tl.cdiv(T, BT)
-    for i in range(0, NT):
+    for i in range(NT):
         t0 = (NT - 1 - i) * BT
         rt = t0 + rows
         mt = rt < T
@@ -288,8 +345,21 @@ class RGLRUFusedTriton(torch.autograd.Function):
         y = torch.empty_like(x)
         hT = torch.empty(B, R, device=x.device, dtype=torch.float32)
         rs = reset_u8 if reset_u8 is not None else hT
-        _rglru_fwd_kernel[_grid(B, R)](x, gx, ga, a_param, rs, h0 if h0 is not None else hT, y, hT, T, R, float(c),
-                                       HAS_RESET=reset_u8 is not None, HAS_H0=h0 is not None)
+        _rglru_fwd_kernel[_grid(B, R)](
+            x,
+            gx,
+            ga,
+            a_param,
+            rs,
+            h0 if h0 is not None else hT,
+            y,
+            hT,
+            T,
+            R,
+            float(c),
+            HAS_RESET=reset_u8 is not None,
+            HAS_H0=h0 is not None,
+        )
         ctx.save_for_backward(x, gx, ga, a_param, reset_u8, h0, y)
         ctx.c = float(c)
         return y, hT
@@ -302,9 +372,27 @@ class RGLRUFusedTriton(torch.autograd.Function):
         dsp = torch.empty(B, R, device=x.device, dtype=torch.float32)
         dh0 = torch.empty(B, R, device=x.device, dtype=torch.float32)
         rs = reset_u8 if reset_u8 is not None else dsp
-        _rglru_bwd_kernel[_grid(B, R)](x, gx, ga, a_param, rs, h0 if h0 is not None else dsp, y, dy.contiguous(),
-                                       dhT.float().contiguous(), dx, dgx, dga, dsp, dh0, T, R, ctx.c,
-                                       HAS_RESET=reset_u8 is not None, HAS_H0=h0 is not None)
+        _rglru_bwd_kernel[_grid(B, R)](
+            x,
+            gx,
+            ga,
+            a_param,
+            rs,
+            h0 if h0 is not None else dsp,
+            y,
+            dy.contiguous(),
+            dhT.float().contiguous(),
+            dx,
+            dgx,
+            dga,
+            dsp,
+            dh0,
+            T,
+            R,
+            ctx.c,
+            HAS_RESET=reset_u8 is not None,
+            HAS_H0=h0 is not None,
+        )
         da_param = (dsp.sum(0) * torch.sigmoid(a_param.float())).to(a_param.dtype)  # softplus' = sigmoid
         return dx, dgx, dga, da_param, None, (dh0 if h0 is not None else None), None
 
@@ -328,5 +416,6 @@ def rglru_fused_triton(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float
         check_float(name, t)
     rs = None if reset is None else reset.to(torch.uint8).contiguous()
     h0 = None if h0 is None else h0.float().contiguous()
-    return RGLRUFusedTriton.apply(x.contiguous(), gate_x.contiguous(), gate_a.contiguous(), a_param.contiguous(),
-                                  rs, h0, c)
+    return RGLRUFusedTriton.apply(
+        x.contiguous(), gate_x.contiguous(), gate_a.contiguous(), a_param.contiguous(), rs, h0, c
+    )

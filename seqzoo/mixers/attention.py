@@ -117,15 +117,19 @@ class Attention(Mixer):
         self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=out_bias)
 
     def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, heads={self.n_heads}, kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, "
-                f"window={self.window}, rope_fraction={self.rope_fraction}")
+        return (
+            f"{super().extra_repr()}, heads={self.n_heads}, kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, "
+            f"window={self.window}, rope_fraction={self.rope_fraction}"
+        )
 
     def default_mode(self, x, state):
         return "sdpa"
 
     def _check_state(self, x: torch.Tensor, state: KVCache) -> int:
         if not isinstance(state, KVCache):
-            raise TypeError(f"{self.name}: state must be a KVCache returned by a previous call, got {type(state).__name__}")
+            raise TypeError(
+                f"{self.name}: state must be a KVCache returned by a previous call, got {type(state).__name__}"
+            )
         B = x.shape[0]
         if state.k.shape[0] != B or state.k.shape[2:] != (self.n_kv_heads, self.head_dim):
             raise ValueError(
@@ -133,7 +137,9 @@ class Attention(Mixer):
             )
         pos = state.pos
         if pos.numel() != B or (B > 1 and not bool((pos == pos[0]).all())):
-            raise ValueError(f"{self.name}: state.pos must hold one equal stream position per batch row, got {pos.tolist()}")
+            raise ValueError(
+                f"{self.name}: state.pos must hold one equal stream position per batch row, got {pos.tolist()}"
+            )
         return int(pos[0])
 
     def _positions(self, x: torch.Tensor, state: KVCache | None, pos0: int, segment_pos: torch.Tensor | None):
@@ -168,8 +174,11 @@ class Attention(Mixer):
         seg_new = rope_pos.expand(B, T) if rope_pos.dim() == 2 else None  # (B, T)
         seg_all = None  # (B, S+T) document positions of every key, when any are known
         if seg_new is not None or (state is not None and state.seg is not None):
-            old = (state.seg if state is not None and state.seg is not None
-                   else k_pos[:S].expand(B, S)) if S else k_pos[:0].expand(B, 0)
+            old = (
+                (state.seg if state is not None and state.seg is not None else k_pos[:S].expand(B, S))
+                if S
+                else k_pos[:0].expand(B, 0)
+            )
             new = seg_new if seg_new is not None else q_pos.expand(B, T)
             seg_all = torch.cat([old.to(torch.long), new], dim=1)
         doc = None  # (B, T, S+T) same-document mask, only when a document starts after the first key
@@ -183,7 +192,8 @@ class Attention(Mixer):
         if self.causal:
             keep = k_all.shape[1] if self.window is None else min(self.window, k_all.shape[1])
             new_state = KVCache(
-                k=k_all[:, -keep:], v=v_all[:, -keep:],
+                k=k_all[:, -keep:],
+                v=v_all[:, -keep:],
                 pos=torch.full((B,), pos0 + T, dtype=torch.long, device=x.device),
                 seg=None if seg_all is None else seg_all[:, -keep:],
             )
@@ -192,7 +202,7 @@ class Attention(Mixer):
     # ----------------------------------------------------------------- kernels
     def _attend(self, q, k, v, q_pos, k_pos, mode, doc=None):
         """q ``(B, T, H, hd)``, k/v ``(B, S+T, Hkv, hd)``, ``doc (B, T, S+T)`` or None -> ``(B, T, H, hd)``."""
-        scale = self.head_dim ** -0.5
+        scale = self.head_dim**-0.5
         group = self.n_heads // self.n_kv_heads
         q = q.transpose(1, 2)  # (B, H, T, hd)
         k = k.transpose(1, 2)  # (B, Hkv, S+T, hd)
@@ -225,9 +235,16 @@ class Attention(Mixer):
             mask = visible_mask(q_pos[start:stop], k_pos[k_lo:k_hi], W)  # (tq, tk)
             if doc is not None:
                 mask = mask & doc[:, None, start:stop, k_lo:k_hi]  # (B, 1, tq, tk)
-            outs.append(F.scaled_dot_product_attention(
-                q[:, :, start:stop], k[:, :, k_lo:k_hi], v[:, :, k_lo:k_hi], attn_mask=mask, scale=scale,
-                enable_gqa=group > 1))
+            outs.append(
+                F.scaled_dot_product_attention(
+                    q[:, :, start:stop],
+                    k[:, :, k_lo:k_hi],
+                    v[:, :, k_lo:k_hi],
+                    attn_mask=mask,
+                    scale=scale,
+                    enable_gqa=group > 1,
+                )
+            )
         return torch.cat(outs, dim=2)
 
 

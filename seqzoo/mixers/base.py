@@ -11,15 +11,16 @@ work, resolves ``mode=None`` through ``default_mode`` and keeps the registry.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-MIXERS: dict[str, type["Mixer"]] = {}
+MIXERS: dict[str, type[Mixer]] = {}
 
 
-def register_mixer(name: str) -> Callable[[type["Mixer"]], type["Mixer"]]:
+def register_mixer(name: str) -> Callable[[type[Mixer]], type[Mixer]]:
     """Class decorator: ``@register_mixer("gateloop")`` adds the class to ``MIXERS``."""
 
     def wrap(cls: type[Mixer]) -> type[Mixer]:
@@ -32,7 +33,7 @@ def register_mixer(name: str) -> Callable[[type["Mixer"]], type["Mixer"]]:
     return wrap
 
 
-def build_mixer(name: str, d_model: int, **kwargs: Any) -> "Mixer":
+def build_mixer(name: str, d_model: int, **kwargs: Any) -> Mixer:
     """Instantiate a registered mixer by name (clear error for an unknown name)."""
     if name not in MIXERS:
         raise ValueError(f"unknown mixer {name!r}; registered mixers: {sorted(MIXERS)}")
@@ -61,8 +62,9 @@ class Mixer(nn.Module):
         self.d_model = d_model
 
     # ------------------------------------------------------------------ contract
-    def forward(self, x: torch.Tensor, state: Any = None, mode: str | None = None,
-                segment_pos: torch.Tensor | None = None):
+    def forward(
+        self, x: torch.Tensor, state: Any = None, mode: str | None = None, segment_pos: torch.Tensor | None = None
+    ):
         """``segment_pos (B, T)``: position inside the current document (0 = a document starts here).
 
         Only mixers with ``supports_segment_pos`` accept it; they must not let information cross a
@@ -77,7 +79,9 @@ class Mixer(nn.Module):
         if not self.supports_segment_pos:
             raise ValueError(f"{self.name} does not support segment_pos (packed documents with resets)")
         if segment_pos.shape != x.shape[:2]:
-            raise ValueError(f"{self.name}: segment_pos must have shape {tuple(x.shape[:2])}, got {tuple(segment_pos.shape)}")
+            raise ValueError(
+                f"{self.name}: segment_pos must have shape {tuple(x.shape[:2])}, got {tuple(segment_pos.shape)}"
+            )
         return self._forward(x, state, mode, segment_pos=segment_pos)
 
     def _forward(self, x: torch.Tensor, state: Any, mode: str):  # pragma: no cover - abstract
@@ -96,13 +100,13 @@ class Mixer(nn.Module):
 
     def check_input(self, x: Any) -> None:
         if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{self.name}: x must be a torch.Tensor of shape (B, T, {self.d_model}), got {type(x).__name__}")
+            raise TypeError(
+                f"{self.name}: x must be a torch.Tensor of shape (B, T, {self.d_model}), got {type(x).__name__}"
+            )
         if not x.is_floating_point():
             raise TypeError(f"{self.name}: x must be a floating-point tensor, got dtype {x.dtype}")
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"{self.name}: x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
-            )
+            raise ValueError(f"{self.name}: x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
         if x.shape[1] == 0:
             raise ValueError(f"{self.name}: x must have at least one time step, got shape {tuple(x.shape)}")
 

@@ -53,9 +53,17 @@ def _inverse_phase(name: str, phase: torch.Tensor) -> torch.Tensor:
     return phase if name == "identity" else torch.log(phase.clamp(min=1e-12))
 
 
-def fixed_transition_init(kind: str, n: int, generator: torch.Generator | None = None,
-                          dt_min: float = 1e-3, dt_max: float = 1e-1, s4d_n: int = 64,
-                          r_min: float = 0.0, r_max: float = 1.0, max_phase: float = 2 * math.pi):
+def fixed_transition_init(
+    kind: str,
+    n: int,
+    generator: torch.Generator | None = None,
+    dt_min: float = 1e-3,
+    dt_max: float = 1e-1,
+    s4d_n: int = 64,
+    r_min: float = 0.0,
+    r_max: float = 1.0,
+    max_phase: float = 2 * math.pi,
+):
     """Target ``(log|a|, θ)`` of ``n`` channels for the fixed-transition inits (spec §5.2), fp64.
 
     S4D variants discretise ā by zero-order hold, a = exp(Δ·ā), Δ log-uniform in [dt_min, dt_max];
@@ -69,7 +77,7 @@ def fixed_transition_init(kind: str, n: int, generator: torch.Generator | None =
     u = torch.rand(n, generator=generator, dtype=torch.float64)
     if kind == "lru":
         u2 = torch.rand(n, generator=generator, dtype=torch.float64)
-        log_mag = 0.5 * torch.log(u * (r_max ** 2 - r_min ** 2) + r_min ** 2).clamp(max=-1e-9)
+        log_mag = 0.5 * torch.log(u * (r_max**2 - r_min**2) + r_min**2).clamp(max=-1e-9)
         return log_mag, max_phase * u2
     dt = torch.exp(math.log(dt_min) + u * (math.log(dt_max) - math.log(dt_min)))
     kk = torch.arange(n, dtype=torch.float64) % s4d_n
@@ -85,11 +93,23 @@ class GateLoop(Mixer):
     modes = ("recurrent", "scan", "chunkwise", "attention")
     test_kwargs = {"n_heads": 4}
 
-    def __init__(self, d_model: int, n_heads: int | None = None, d_qk: int | None = None, d_v: int | None = None,
-                 transition: str = "data", magnitude: str = "sigmoid", phase: str = "identity", bias: bool = True,
-                 out_proj: bool | None = None, chunk_size: int = 64, scan_impl: str = "blelloch",
-                 fixed_init: str = "zeros", transition_lr: float | None = None,
-                 transition_weight_decay: float | None = 0.0):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int | None = None,
+        d_qk: int | None = None,
+        d_v: int | None = None,
+        transition: str = "data",
+        magnitude: str = "sigmoid",
+        phase: str = "identity",
+        bias: bool = True,
+        out_proj: bool | None = None,
+        chunk_size: int = 64,
+        scan_impl: str = "blelloch",
+        fixed_init: str = "zeros",
+        transition_lr: float | None = None,
+        transition_weight_decay: float | None = 0.0,
+    ):
         super().__init__(d_model)
         d_qk = d_model if d_qk is None else d_qk
         d_v = d_model if d_v is None else d_v
@@ -104,8 +124,10 @@ class GateLoop(Mixer):
         if transition not in TRANSITIONS:
             raise ValueError(f"gateloop: transition must be one of {TRANSITIONS}, got {transition!r}")
         if magnitude in UNGUARDED_MAGNITUDES:
-            raise ValueError(f"gateloop: magnitude activation {magnitude!r} can exceed 1 and has no guard (|a| > 1 "
-                             f"makes the state grow without bound); use one of {tuple(MAGNITUDES)}, which keep |a| <= 1")
+            raise ValueError(
+                f"gateloop: magnitude activation {magnitude!r} can exceed 1 and has no guard (|a| > 1 "
+                f"makes the state grow without bound); use one of {tuple(MAGNITUDES)}, which keep |a| <= 1"
+            )
         if magnitude not in MAGNITUDES:
             raise ValueError(f"gateloop: magnitude must be one of {tuple(MAGNITUDES)}, got {magnitude!r}")
         if phase not in PHASES:
@@ -113,7 +135,9 @@ class GateLoop(Mixer):
         if not isinstance(chunk_size, int) or chunk_size <= 0:
             raise ValueError(f"gateloop: chunk_size must be a positive int, got {chunk_size!r}")
         if scan_impl not in ("hillis_steele", "blelloch", "two_level", "torch_hop"):
-            raise ValueError(f"gateloop: scan_impl must be hillis_steele, blelloch, two_level or torch_hop, got {scan_impl!r}")
+            raise ValueError(
+                f"gateloop: scan_impl must be hillis_steele, blelloch, two_level or torch_hop, got {scan_impl!r}"
+            )
         self.n_heads, self.d_qk, self.d_v = n_heads, d_qk, d_v
         self.head_k, self.head_v = d_qk // n_heads, d_v // n_heads
         self.transition, self.magnitude, self.phase = transition, magnitude, phase
@@ -141,8 +165,10 @@ class GateLoop(Mixer):
         self.out_proj = nn.Linear(d_v, d_model, bias=bias) if out_proj else None
 
     def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, heads={self.n_heads}, K={self.head_k}, V={self.head_v}, "
-                f"transition={self.transition}, magnitude={self.magnitude}, phase={self.phase}")
+        return (
+            f"{super().extra_repr()}, heads={self.n_heads}, K={self.head_k}, V={self.head_v}, "
+            f"transition={self.transition}, magnitude={self.magnitude}, phase={self.phase}"
+        )
 
     # ------------------------------------------------------------------ pieces
     def gates(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -220,4 +246,3 @@ class GateLoop(Mixer):
         if self.transition_weight_decay is not None:
             setting["weight_decay"] = float(self.transition_weight_decay)
         return {name: dict(setting) for name in self.transition_parameter_names()} if setting else {}
-

@@ -76,10 +76,14 @@ class GateLoopSoftmax(GateLoop):
     def check_state(self, x, state):
         B = x.shape[0]
         if not isinstance(state, GateLoopSoftmaxCache):
-            raise TypeError(f"{self.name}: state must be a GateLoopSoftmaxCache from a previous call, got {type(state).__name__}")
+            raise TypeError(
+                f"{self.name}: state must be a GateLoopSoftmaxCache from a previous call, got {type(state).__name__}"
+            )
         if state.k.dim() != 4 or state.k.shape[0] != B or state.k.shape[2:] != (self.n_heads, self.head_k):
-            raise ValueError(f"{self.name}: state.k must have shape ({B}, S, {self.n_heads}, {self.head_k}), "
-                             f"got {tuple(state.k.shape)}")
+            raise ValueError(
+                f"{self.name}: state.k must have shape ({B}, S, {self.n_heads}, {self.head_k}), "
+                f"got {tuple(state.k.shape)}"
+            )
 
     def _forward(self, x, state, mode):
         if state is not None:

@@ -23,5 +23,7 @@ class LongConv(Orchid):
 
     def __init__(self, d_model: int, **kwargs):
         if kwargs.pop("conditioning", "none") != "none":
-            raise ValueError("long_conv has no conditioning network; use the 'orchid' mixer for a data-dependent kernel")
+            raise ValueError(
+                "long_conv has no conditioning network; use the 'orchid' mixer for a data-dependent kernel"
+            )
         super().__init__(d_model, conditioning="none", **kwargs)

@@ -111,8 +111,10 @@ class MLSTM(Mixer):
         if variant == "neurips":
             E = round_up(proj_factor * d_model, round_to)
             if E % H:
-                raise ValueError(f"mlstm: num_heads={H} must divide the inner width E={E} (= ceil({proj_factor} * "
-                                 f"d_model / {round_to}) * {round_to})")
+                raise ValueError(
+                    f"mlstm: num_heads={H} must divide the inner width E={E} (= ceil({proj_factor} * "
+                    f"d_model / {round_to}) * {round_to})"
+                )
             if E % qkv_blocksize:
                 raise ValueError(f"mlstm: qkv_blocksize={qkv_blocksize} must divide the inner width E={E}")
             if not isinstance(conv_kernel, int) or conv_kernel < 1:
@@ -134,8 +136,10 @@ class MLSTM(Mixer):
         else:
             dqk, dv = round(d_model * qk_dim_factor), round(d_model * v_dim_factor)
             if dqk % H or dv % H or dqk == 0:
-                raise ValueError(f"mlstm: num_heads={H} must divide the q/k width {dqk} (= qk_dim_factor * d_model) and "
-                                 f"the v width {dv} (= v_dim_factor * d_model)")
+                raise ValueError(
+                    f"mlstm: num_heads={H} must divide the q/k width {dqk} (= qk_dim_factor * d_model) and "
+                    f"the v width {dv} (= v_dim_factor * d_model)"
+                )
             self.qk_dim, self.v_dim, self.inner = dqk // H, dv // H, dv
             self.gate_soft_cap = gate_soft_cap
             self.q = nn.Linear(d_model, dqk, bias=False)
@@ -174,8 +178,10 @@ class MLSTM(Mixer):
             nn.init.normal_(self.out_proj.weight, std=std_out)
 
     def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, variant={self.variant}, heads={self.num_heads}, qk_dim={self.qk_dim}, "
-                f"v_dim={self.v_dim}, inner={self.inner}, chunk_size={self.chunk_size}, forget_gate={self.forget_gate}")
+        return (
+            f"{super().extra_repr()}, variant={self.variant}, heads={self.num_heads}, qk_dim={self.qk_dim}, "
+            f"v_dim={self.v_dim}, inner={self.inner}, chunk_size={self.chunk_size}, forget_gate={self.forget_gate}"
+        )
 
     def default_mode(self, x, state):
         """The constructor's ``mode`` if given, else the recurrent step for T = 1 and chunkwise otherwise."""
@@ -195,7 +201,9 @@ class MLSTM(Mixer):
         if state is None:
             return None
         if not isinstance(state, MLSTMState):
-            raise TypeError(f"mlstm: state must be an MLSTMState returned by a previous call, got {type(state).__name__}")
+            raise TypeError(
+                f"mlstm: state must be an MLSTMState returned by a previous call, got {type(state).__name__}"
+            )
         B, H, K, V = x.shape[0], self.num_heads, self.qk_dim, self.v_dim
         for name, t, want in (("C", state.C, (B, H, K, V)), ("n", state.n, (B, H, K)), ("m", state.m, (B, H))):
             if tuple(t.shape) != want:
@@ -203,8 +211,10 @@ class MLSTM(Mixer):
         if self.variant == "neurips":
             want = (B, self.conv_kernel - 1, self.inner)
             if state.conv is None or tuple(state.conv.shape) != want:
-                raise ValueError(f"mlstm: state.conv must have shape {want}, got "
-                                 f"{None if state.conv is None else tuple(state.conv.shape)}")
+                raise ValueError(
+                    f"mlstm: state.conv must have shape {want}, got "
+                    f"{None if state.conv is None else tuple(state.conv.shape)}"
+                )
         return state.cell()
 
     def _cell(self, q, k, v, ig, fg, cell_state, mode):
@@ -219,13 +229,24 @@ class MLSTM(Mixer):
             from ..kernels import usable_on
 
             impl = "triton" if usable_on(q.device) else impl
-        return mlstm(q, k, v, ig, fg, state=cell_state, impl=impl, chunk_size=self.chunk_size, eps=self.eps,
-                     forget_gate=self.forget_gate)
+        return mlstm(
+            q,
+            k,
+            v,
+            ig,
+            fg,
+            state=cell_state,
+            impl=impl,
+            chunk_size=self.chunk_size,
+            eps=self.eps,
+            forget_gate=self.forget_gate,
+        )
 
     def _headnorm(self, h: torch.Tensor) -> torch.Tensor:
         """Per-head LayerNorm (weight only): ``h (B, T, H, V)`` -> ``(B, T, H*V)``."""
-        hn = F.layer_norm(h.float() if h.dtype in (torch.float16, torch.bfloat16) else h, (h.shape[-1],),
-                          eps=self.norm_eps).to(h.dtype)
+        hn = F.layer_norm(
+            h.float() if h.dtype in (torch.float16, torch.bfloat16) else h, (h.shape[-1],), eps=self.norm_eps
+        ).to(h.dtype)
         return rearrange(hn, "b t h v -> b t (h v)") * self.outnorm_weight
 
     def _forward(self, x: torch.Tensor, state, mode: str):

@@ -18,6 +18,7 @@ Modes: ``"fft"`` (torch.fft) and ``"direct"`` (explicit DFT matrices and O(T^2) 
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -75,7 +76,7 @@ def pad_time(x: torch.Tensor, k: int, padding: str) -> torch.Tensor:
     if r == 0:
         return x
     if r <= T:
-        return torch.cat([x[..., T - r:], x, x[..., :r]], dim=-1)  # (B, C, T + 2r)
+        return torch.cat([x[..., T - r :], x, x[..., :r]], dim=-1)  # (B, C, T + 2r)
     idx = torch.arange(-r, T + r, device=x.device) % T
     return x[..., idx]  # (B, C, T + 2r)
 
@@ -100,8 +101,7 @@ class ImplicitFilter(nn.Module):
     """Hyena's implicit long filter ``h0[n, c] = FFN(PosEmb(n))[c] . exp(-t_n |delta_c|)`` (spec §4),
     with the per-channel direct term ``skip`` (D_skip, N(0, 1) init)."""
 
-    def __init__(self, d_model: int, l_max: int, emb_dim: int = 5, width: int = 64, n_inner: int = 2,
-                 w: float = 10.0):
+    def __init__(self, d_model: int, l_max: int, emb_dim: int = 5, width: int = 64, n_inner: int = 2, w: float = 10.0):
         super().__init__()
         if not isinstance(emb_dim, int) or emb_dim < 3 or emb_dim % 2 == 0:
             raise ValueError(f"filter_emb_dim must be an odd int >= 3, got {emb_dim!r}")
@@ -119,7 +119,7 @@ class ImplicitFilter(nn.Module):
         self.register_buffer("pos_t", t)
         self.freq = nn.Parameter(w * torch.ones(1, width))
         dims = [emb_dim] + [width] * (n_inner + 1)
-        self.linears = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.linears = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
         self.linears.append(nn.Linear(width, d_model, bias=False))
         deltas = torch.linspace(math.log(1e-2) / 1.5, math.log(1e-2) / 0.3, d_model)[None, None]  # (1, 1, D)
         self.register_buffer("deltas", deltas)
@@ -145,15 +145,15 @@ class ImplicitFilter(nn.Module):
 
 # ------------------------------------------------------------ conditioning networks
 class _Conditioning(nn.Module):
-    def __init__(self, d_model: int, cond_kernel: int, freq_kernel: int, cond_padding: str, cond_norm: bool,
-                 in_per_channel: int):
+    def __init__(
+        self, d_model: int, cond_kernel: int, freq_kernel: int, cond_padding: str, cond_norm: bool, in_per_channel: int
+    ):
         super().__init__()
         _check_kernel("cond_kernel", cond_kernel, cond_padding)
         _check_kernel("freq_kernel", freq_kernel, "zeros")
         D = d_model
         self.cond_padding = cond_padding
-        self.freq_conv = nn.Conv1d(in_per_channel * D, 2 * D, freq_kernel, groups=D,
-                                   padding=(freq_kernel - 1) // 2)
+        self.freq_conv = nn.Conv1d(in_per_channel * D, 2 * D, freq_kernel, groups=D, padding=(freq_kernel - 1) // 2)
         self.freq_norm = nn.LayerNorm(2 * D) if cond_norm else nn.Identity()
 
     def _time(self, c, conv, norm):
@@ -190,8 +190,17 @@ class MagnitudeConditioning(_Conditioning):
 class CorrelationConditioning(_Conditioning):
     """Type II, eq. (3): ``H = Conv1d_F(conj(F(k(c))) . sigma(F(q(c))))``, 2 -> 2 per channel."""
 
-    def __init__(self, d_model, cond_kernel=3, freq_kernel=3, cond_padding="circular", cond_norm=True,
-                 sigma="identity", sigma_eps=1e-12, layout="channel"):
+    def __init__(
+        self,
+        d_model,
+        cond_kernel=3,
+        freq_kernel=3,
+        cond_padding="circular",
+        cond_norm=True,
+        sigma="identity",
+        sigma_eps=1e-12,
+        layout="channel",
+    ):
         super().__init__(d_model, cond_kernel, freq_kernel, cond_padding, cond_norm, 2)
         _choice("sigma", sigma, SIGMAS)
         _choice("type2_layout", layout, LAYOUTS)
@@ -289,8 +298,11 @@ class Orchid(Mixer):
         self.short_conv = nn.Conv1d(3 * D, 3 * D, short_kernel, groups=3 * D)
         self.out_proj = nn.Linear(D, D)
         self.filter = ImplicitFilter(D, l_max, filter_emb_dim, filter_width, filter_inner, filter_w)
-        self.filter_res = (ImplicitFilter(D, l_max, filter_emb_dim, filter_width, filter_inner, filter_w)
-                           if residual_long_conv else None)
+        self.filter_res = (
+            ImplicitFilter(D, l_max, filter_emb_dim, filter_width, filter_inner, filter_w)
+            if residual_long_conv
+            else None
+        )
         common = dict(cond_kernel=cond_kernel, freq_kernel=freq_kernel, cond_padding=cond_padding, cond_norm=cond_norm)
         if conditioning == "type1":
             self.cond = MagnitudeConditioning(D, p=p, **common)
@@ -301,8 +313,10 @@ class Orchid(Mixer):
         self.ctx_proj = nn.Linear(d_context or D, D) if cross else None
 
     def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, conditioning={self.conditioning}, conv={self.conv}, "
-                f"short_padding={self.short_padding}, l_max={self.l_max}, cross={self.cross}")
+        return (
+            f"{super().extra_repr()}, conditioning={self.conditioning}, conv={self.conv}, "
+            f"short_padding={self.short_padding}, l_max={self.l_max}, cross={self.cross}"
+        )
 
     # -------------------------------------------------------------- interface
     def forward(self, x, state=None, mode=None, segment_pos=None, context=None):
@@ -319,21 +333,28 @@ class Orchid(Mixer):
     def check_input(self, x) -> None:
         super().check_input(x)
         if x.shape[1] > self.l_max:
-            raise ValueError(f"{self.name}: sequence length T = {x.shape[1]} exceeds l_max = {self.l_max} "
-                             f"(x has shape {tuple(x.shape)}); build the mixer with a larger l_max")
+            raise ValueError(
+                f"{self.name}: sequence length T = {x.shape[1]} exceeds l_max = {self.l_max} "
+                f"(x has shape {tuple(x.shape)}); build the mixer with a larger l_max"
+            )
 
     def _check_context(self, x, context) -> None:
         if not self.cross:
             raise ValueError("context was given but this Orchid was built without cross=True")
         if not isinstance(context, torch.Tensor) or not context.is_floating_point():
-            raise TypeError(f"context must be a floating-point tensor (B, S, d_context), got "
-                            f"{getattr(context, 'dtype', type(context).__name__)}")
+            raise TypeError(
+                f"context must be a floating-point tensor (B, S, d_context), got "
+                f"{getattr(context, 'dtype', type(context).__name__)}"
+            )
         d_ctx = self.ctx_proj.in_features
         if context.dim() != 3 or context.shape[0] != x.shape[0] or context.shape[-1] != d_ctx:
-            raise ValueError(f"context must have shape (B={x.shape[0]}, S, d_context={d_ctx}), got {tuple(context.shape)}")
+            raise ValueError(
+                f"context must have shape (B={x.shape[0]}, S, d_context={d_ctx}), got {tuple(context.shape)}"
+            )
         if not 1 <= context.shape[1] <= x.shape[1]:
-            raise ValueError(f"context length S = {context.shape[1]} must be in [1, T = {x.shape[1]}] "
-                             f"(it is zero-padded to T)")
+            raise ValueError(
+                f"context length S = {context.shape[1]} must be in [1, T = {x.shape[1]}] (it is zero-padded to T)"
+            )
 
     # ----------------------------------------------------------------- pieces
     def fft_size(self, T: int) -> int:
@@ -349,7 +370,7 @@ class Orchid(Mixer):
             c = self.ctx_proj(context)  # (B, S, D)
             c = F.pad(c, (0, 0, 0, T - c.shape[1]))  # (B, T, D): zero-padded on the right in time
         elif self.condition_on == "v":
-            c = z[..., 2 * self.d_model:]  # the v stream before the short conv (the authors' choice)
+            c = z[..., 2 * self.d_model :]  # the v stream before the short conv (the authors' choice)
         else:
             c = u
         return c.transpose(1, 2)

@@ -66,7 +66,7 @@ def init_a_param(a_param: torch.Tensor, a_init: str = "code", lo: float = 0.9, h
     """
     with torch.no_grad():
         if a_init == "code":
-            a = torch.empty_like(a_param, dtype=torch.float64).uniform_(lo ** 2, hi ** 2).sqrt()
+            a = torch.empty_like(a_param, dtype=torch.float64).uniform_(lo**2, hi**2).sqrt()
         elif a_init == "paper":
             a = torch.empty_like(a_param, dtype=torch.float64).uniform_(lo, hi).pow(1.0 / 8.0)
         else:
@@ -107,8 +107,16 @@ class RGLRUBlock(Mixer):
     supports_segment_pos = True
     test_kwargs = {"d_rnn": 24, "n_blocks": 4}
 
-    def __init__(self, d_model: int, d_rnn: int | None = None, n_blocks: int | None = None, conv_width: int = 4,
-                 c: float = 8.0, a_init: str = "code", final_w_init_variance_scale: float = 1.0):
+    def __init__(
+        self,
+        d_model: int,
+        d_rnn: int | None = None,
+        n_blocks: int | None = None,
+        conv_width: int = 4,
+        c: float = 8.0,
+        a_init: str = "code",
+        final_w_init_variance_scale: float = 1.0,
+    ):
         super().__init__(d_model)
         d_rnn = d_model if d_rnn is None else d_rnn
         if not isinstance(d_rnn, int) or isinstance(d_rnn, bool) or d_rnn <= 0:
@@ -116,7 +124,9 @@ class RGLRUBlock(Mixer):
         if n_blocks is None:
             n_blocks = math.gcd(d_rnn, 16)  # the paper's 16 blocks when D_RNN allows it
         if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks <= 0 or d_rnn % n_blocks:
-            raise ValueError(f"n_blocks must be a positive int dividing d_rnn={d_rnn} (block-diagonal gates), got {n_blocks!r}")
+            raise ValueError(
+                f"n_blocks must be a positive int dividing d_rnn={d_rnn} (block-diagonal gates), got {n_blocks!r}"
+            )
         if not isinstance(conv_width, int) or conv_width < 1:
             raise ValueError(f"conv_width must be a positive int, got {conv_width!r}")
         if not c > 0:
@@ -136,8 +146,8 @@ class RGLRUBlock(Mixer):
 
     def reset_parameters(self) -> None:
         """Spec §3.6: branches N(0, 1/D), out N(0, κ/R), conv N(0, 0.01/k), biases 0, RG-LRU §2.3."""
-        nn.init.normal_(self.linear_y.weight, std=self.d_model ** -0.5)
-        nn.init.normal_(self.linear_x.weight, std=self.d_model ** -0.5)
+        nn.init.normal_(self.linear_y.weight, std=self.d_model**-0.5)
+        nn.init.normal_(self.linear_x.weight, std=self.d_model**-0.5)
         nn.init.normal_(self.linear_out.weight, std=math.sqrt(self.final_w_init_variance_scale / self.d_rnn))
         nn.init.normal_(self.conv.weight, std=math.sqrt(0.01 / self.conv_width))
         for lin in (self.linear_y, self.linear_x, self.linear_out):
@@ -153,11 +163,15 @@ class RGLRUBlock(Mixer):
 
     def _check_state(self, x: torch.Tensor, state) -> None:
         if not isinstance(state, RGLRUState):
-            raise TypeError(f"rglru: state must be an RGLRUState returned by a previous call, got {type(state).__name__}")
+            raise TypeError(
+                f"rglru: state must be an RGLRUState returned by a previous call, got {type(state).__name__}"
+            )
         B = x.shape[0]
         if tuple(state.conv.shape) != (B, self.conv_width - 1, self.d_rnn):
-            raise ValueError(f"rglru: state.conv must have shape ({B}, {self.conv_width - 1}, {self.d_rnn}), "
-                             f"got {tuple(state.conv.shape)}")
+            raise ValueError(
+                f"rglru: state.conv must have shape ({B}, {self.conv_width - 1}, {self.d_rnn}), "
+                f"got {tuple(state.conv.shape)}"
+            )
         if tuple(state.h.shape) != (B, self.d_rnn):
             raise ValueError(f"rglru: state.h must have shape ({B}, {self.d_rnn}), got {tuple(state.h.shape)}")
 
@@ -166,8 +180,9 @@ class RGLRUBlock(Mixer):
             self._check_state(x, state)
         y = F.gelu(self.linear_y(x), approximate="tanh")  # (B, T, R)
         u = self.linear_x(x)  # (B, T, R)
-        u, conv_state = causal_conv1d(u, self.conv.weight.t(), self.conv.bias,
-                                      None if state is None else state.conv, segment_pos=segment_pos)
+        u, conv_state = causal_conv1d(
+            u, self.conv.weight.t(), self.conv.bias, None if state is None else state.conv, segment_pos=segment_pos
+        )
         reset = None if segment_pos is None else segment_pos == 0  # (B, T)
         u, h = self.rglru(u, reset, None if state is None else state.h, mode)
         out = self.linear_out(u * y)

@@ -75,8 +75,15 @@ class SLSTM(Mixer):
             raise ValueError(f"slstm: bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
         if not isinstance(conv_kernel, int) or conv_kernel < 1:
             raise ValueError(f"slstm: conv_kernel must be a positive int, got {conv_kernel!r}")
-        if not (isinstance(num_blocks, int) and num_blocks > 0 and isinstance(block_idx, int) and 0 <= block_idx < num_blocks):
-            raise ValueError(f"slstm: need 0 <= block_idx < num_blocks, got block_idx={block_idx!r}, num_blocks={num_blocks!r}")
+        if not (
+            isinstance(num_blocks, int)
+            and num_blocks > 0
+            and isinstance(block_idx, int)
+            and 0 <= block_idx < num_blocks
+        ):
+            raise ValueError(
+                f"slstm: need 0 <= block_idx < num_blocks, got block_idx={block_idx!r}, num_blocks={num_blocks!r}"
+            )
         H, d = num_heads, d_model // num_heads
         self.num_heads, self.head_dim, self.conv_kernel, self.impl = H, d, conv_kernel, impl
         self.bias_init, self.block_idx, self.num_blocks, self.norm_eps = bias_init, block_idx, num_blocks, norm_eps
@@ -95,7 +102,7 @@ class SLSTM(Mixer):
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """NeurIPS recipe (spec §5): R = 0, W small init, power-law forget bias, other biases 0."""
-        bound = 1.0 / self.conv_kernel ** 0.5
+        bound = 1.0 / self.conv_kernel**0.5
         nn.init.uniform_(self.conv_weight, -bound, bound)
         nn.init.uniform_(self.conv_bias, -bound, bound)
         for w in (self.W_i, self.W_f, self.W_z, self.W_o):
@@ -119,7 +126,9 @@ class SLSTM(Mixer):
         if state is None:
             return None
         if not isinstance(state, SLSTMState):
-            raise TypeError(f"slstm: state must be an SLSTMState returned by a previous call, got {type(state).__name__}")
+            raise TypeError(
+                f"slstm: state must be an SLSTMState returned by a previous call, got {type(state).__name__}"
+            )
         B, D = x.shape[0], self.d_model
         for name in "hcnm":
             t = getattr(state, name)
@@ -127,8 +136,10 @@ class SLSTM(Mixer):
                 raise ValueError(f"slstm: state.{name} must have shape ({B}, {D}), got {tuple(t.shape)}")
         want = (B, self.conv_kernel - 1, D)
         if state.conv is None or tuple(state.conv.shape) != want:
-            raise ValueError(f"slstm: state.conv must have shape {want}, got "
-                             f"{None if state.conv is None else tuple(state.conv.shape)}")
+            raise ValueError(
+                f"slstm: state.conv must have shape {want}, got "
+                f"{None if state.conv is None else tuple(state.conv.shape)}"
+            )
         return state.cell()
 
     def gate_inputs(self, x: torch.Tensor, conv_state=None):

@@ -7,5 +7,20 @@ from .lm import LanguageModel, LMOutput, lm_loss
 from .presets import PRESETS, Preset, build_model, register_preset
 from .rmt import RMT, RMTConfig, RMTOutput
 
-__all__ = ["MODEL_TYPES", "Encoder", "EncoderOutput", "LMOutput", "LanguageModel", "ModelConfig", "PRESETS",
-           "Preset", "RMT", "RMTConfig", "RMTOutput", "SeqzooModel", "build_model", "lm_loss", "register_preset"]
+__all__ = [
+    "MODEL_TYPES",
+    "PRESETS",
+    "RMT",
+    "Encoder",
+    "EncoderOutput",
+    "LMOutput",
+    "LanguageModel",
+    "ModelConfig",
+    "Preset",
+    "RMTConfig",
+    "RMTOutput",
+    "SeqzooModel",
+    "build_model",
+    "lm_loss",
+    "register_preset",
+]

@@ -37,8 +37,10 @@ class SeqzooModel(nn.Module):
         if self.causal_stack:
             bert_only = [k for k in ENCODER_ONLY_FIELDS if getattr(config, k)]
             if bert_only:
-                raise ValueError(f"ModelConfig fields {bert_only} are for the bidirectional Encoder only "
-                                 f"({type(self).__name__} is causal)")
+                raise ValueError(
+                    f"ModelConfig fields {bert_only} are for the bidirectional Encoder only "
+                    f"({type(self).__name__} is causal)"
+                )
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         nn.init.normal_(self.embed.weight, std=config.embed_init_std)
         causal = None if self.causal_stack else False
@@ -47,14 +49,22 @@ class SeqzooModel(nn.Module):
 
     # ------------------------------------------------------------------ trunk
     def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
-        if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.long, torch.int, torch.int16, torch.uint8):
-            raise TypeError(f"input_ids must be an integer tensor of shape (B, T), got {getattr(input_ids, 'dtype', type(input_ids))}")
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (
+            torch.long,
+            torch.int,
+            torch.int16,
+            torch.uint8,
+        ):
+            raise TypeError(
+                f"input_ids must be an integer tensor of shape (B, T), got {getattr(input_ids, 'dtype', type(input_ids))}"
+            )
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
         if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
             raise ValueError(
                 f"input_ids must lie in [0, vocab_size={self.config.vocab_size}), got range "
-                f"[{int(input_ids.min())}, {int(input_ids.max())}]")
+                f"[{int(input_ids.min())}, {int(input_ids.max())}]"
+            )
         x = self.embed(input_ids.long())
         if self.config.embed_scale is not None:
             x = x * self.config.embed_scale
@@ -72,8 +82,10 @@ class SeqzooModel(nn.Module):
             x = self.embed_tokens(input_ids)
         else:
             if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.d_model:
-                raise ValueError(f"inputs_embeds must have shape (B, T, d_model={self.config.d_model}), "
-                                 f"got {tuple(inputs_embeds.shape)}")
+                raise ValueError(
+                    f"inputs_embeds must have shape (B, T, d_model={self.config.d_model}), "
+                    f"got {tuple(inputs_embeds.shape)}"
+                )
             x = inputs_embeds
         if states is not None and len(states) != len(self.blocks):
             raise ValueError(f"states must hold one entry per layer ({len(self.blocks)}), got {len(states)}")
@@ -102,8 +114,7 @@ class SeqzooModel(nn.Module):
                 raise ValueError(f"mode names mixers {sorted(unknown)} that this model does not use")
             return [mode.get(m.name) for m in mixers]
         if not any(mode in m.modes for m in mixers):
-            raise ValueError(f"no layer has mode {mode!r}; modes per mixer: "
-                             f"{ {m.name: m.modes for m in mixers} }")
+            raise ValueError(f"no layer has mode {mode!r}; modes per mixer: { {m.name: m.modes for m in mixers} }")
         return [mode if mode in m.modes else None for m in mixers]
 
     # ---------------------------------------------------------------- helpers

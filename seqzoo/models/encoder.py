@@ -46,8 +46,11 @@ class Encoder(SeqzooModel):
                 nn.init.normal_(emb.weight, std=config.embed_init_std)
         self.embed_norm = make_norm(config.norm, d, config.norm_eps) if config.embed_norm else None
         self.embed_dropout = nn.Dropout(config.dropout)
-        self.mlm_transform = (nn.Sequential(nn.Linear(d, d), nn.GELU(), make_norm(config.norm, d, config.norm_eps))
-                              if config.mlm_transform else None)
+        self.mlm_transform = (
+            nn.Sequential(nn.Linear(d, d), nn.GELU(), make_norm(config.norm, d, config.norm_eps))
+            if config.mlm_transform
+            else None
+        )
         self.mlm_head = nn.Linear(d, config.vocab_size, bias=True)
         if config.tie_embeddings:
             self.mlm_head.weight = self.embed.weight
@@ -68,12 +71,15 @@ class Encoder(SeqzooModel):
             x = x + pos
         if token_type_ids is not None:
             if self.type_embed is None:
-                raise ValueError("token_type_ids given but this Encoder has no token-type embeddings "
-                                 "(ModelConfig.type_vocab_size = 0)")
+                raise ValueError(
+                    "token_type_ids given but this Encoder has no token-type embeddings "
+                    "(ModelConfig.type_vocab_size = 0)"
+                )
             if tuple(token_type_ids.shape) != (B, T):
                 raise ValueError(f"token_type_ids must have shape ({B}, {T}), got {tuple(token_type_ids.shape)}")
-            if token_type_ids.numel() and (int(token_type_ids.min()) < 0
-                                           or int(token_type_ids.max()) >= self.config.type_vocab_size):
+            if token_type_ids.numel() and (
+                int(token_type_ids.min()) < 0 or int(token_type_ids.max()) >= self.config.type_vocab_size
+            ):
                 raise ValueError(f"token_type_ids must lie in [0, type_vocab_size={self.config.type_vocab_size})")
             x = x + self.type_embed(token_type_ids.long())
         elif self.type_embed is not None:  # BERT's default: every token is of type 0
@@ -82,8 +88,9 @@ class Encoder(SeqzooModel):
             x = self.embed_norm(x)
         return self.embed_dropout(x), (pos if self.config.readd_positions else None)
 
-    def forward(self, input_ids=None, labels=None, inputs_embeds=None, head: str = "mlm", mode=None,
-                token_type_ids=None) -> EncoderOutput:
+    def forward(
+        self, input_ids=None, labels=None, inputs_embeds=None, head: str = "mlm", mode=None, token_type_ids=None
+    ) -> EncoderOutput:
         if head not in ("mlm", "cls"):
             raise ValueError(f"head must be 'mlm' or 'cls', got {head!r}")
         if (input_ids is None) == (inputs_embeds is None):
@@ -103,7 +110,9 @@ class Encoder(SeqzooModel):
                 pooled = hidden.mean(1) if self.config.pool == "mean" else hidden[:, 0]
             logits = self.cls_head(pooled)
             if labels is not None and labels.shape != logits.shape[:1]:
-                raise ValueError(f"classification labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
+                raise ValueError(
+                    f"classification labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}"
+                )
             loss = F.cross_entropy(logits.float(), labels.long()) if labels is not None else None
         return EncoderOutput(logits=logits, loss=loss, hidden=hidden)
 

@@ -29,7 +29,9 @@ class LMOutput:
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over positions whose label is not -100 (computed in fp32)."""
     if labels.shape != logits.shape[:-1]:
-        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])} (aligned with input_ids), got {tuple(labels.shape)}")
+        raise ValueError(
+            f"labels must have shape {tuple(logits.shape[:-1])} (aligned with input_ids), got {tuple(labels.shape)}"
+        )
     return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten().long(), ignore_index=-100)
 
 
@@ -45,10 +47,18 @@ class LanguageModel(SeqzooModel):
         if config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
         else:
-            nn.init.normal_(self.lm_head.weight, std=config.d_model ** -0.5)
+            nn.init.normal_(self.lm_head.weight, std=config.d_model**-0.5)
 
-    def forward(self, input_ids=None, labels=None, states=None, inputs_embeds=None, mode=None,
-                output_hidden: bool = False, segment_pos=None) -> LMOutput:
+    def forward(
+        self,
+        input_ids=None,
+        labels=None,
+        states=None,
+        inputs_embeds=None,
+        mode=None,
+        output_hidden: bool = False,
+        segment_pos=None,
+    ) -> LMOutput:
         hidden, new_states = self.trunk(input_ids, inputs_embeds, states, mode, segment_pos)
         logits = self.lm_head(hidden)
         cap = self.config.logit_softcap
@@ -62,10 +72,18 @@ class LanguageModel(SeqzooModel):
         return all(b.mixer.causal for b in self.blocks)
 
     @torch.no_grad()
-    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-                 top_k: int | None = None, top_p: float | None = None, do_sample: bool | None = None,
-                 eos_token_id: int | None = None, generator: torch.Generator | None = None,
-                 states: list[Any] | None = None) -> torch.Tensor:
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        do_sample: bool | None = None,
+        eos_token_id: int | None = None,
+        generator: torch.Generator | None = None,
+        states: list[Any] | None = None,
+    ) -> torch.Tensor:
         """Prefill the prompt in one call, then decode one token per call with the carried states.
 
         Greedy when ``do_sample`` is False or ``temperature == 0``; otherwise samples after

@@ -113,7 +113,7 @@ def read_write_mask(m: int, L: int, kind: str, device=None) -> torch.Tensor:
     mask = torch.ones(n, n, dtype=torch.bool, device=device).tril()  # causal over [read ; segment ; write]
     if kind == "rmt":
         mask[:m, :m] = True  # read block bidirectional
-        mask[m + L:, m + L:] = True  # write block bidirectional
+        mask[m + L :, m + L :] = True  # write block bidirectional
     elif kind != "causal":
         raise ValueError(f"attn_mask must be one of {ATTN_MASKS}, got {kind!r}")
     return mask
@@ -170,13 +170,17 @@ class RMT(nn.Module):
         if not _is_int(L) or L < 1:
             raise ValueError(f"segment_size must be an int >= 1, got {L!r}")
         if L <= m:
-            raise ValueError(f"segment_size ({L}) must be larger than num_mem_tokens ({m}): memory must be smaller than a segment")
+            raise ValueError(
+                f"segment_size ({L}) must be larger than num_mem_tokens ({m}): memory must be smaller than a segment"
+            )
         placement = c.placement or ("read_write" if causal else "encoder")
         if placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         if placement == "encoder" and causal:
-            raise ValueError("placement='encoder' needs a bidirectional backbone: with a causal backbone the memory "
-                             "slots, placed first, cannot see the segment; use placement='read_write'")
+            raise ValueError(
+                "placement='encoder' needs a bidirectional backbone: with a causal backbone the memory "
+                "slots, placed first, cannot see the segment; use placement='read_write'"
+            )
         task = c.task or ("lm" if placement == "read_write" else "classification")
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
@@ -192,7 +196,9 @@ class RMT(nn.Module):
         elif pool not in POOLS:
             raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
         if task == "classification" and pool == "cls" and placement != "encoder":
-            raise ValueError("pool='cls' exists only with placement='encoder'; use 'mean_mem', 'mean_tokens' or 'last_token'")
+            raise ValueError(
+                "pool='cls' exists only with placement='encoder'; use 'mean_mem', 'mean_tokens' or 'last_token'"
+            )
         if task == "classification" and pool == "mean_mem" and m == 0:
             raise ValueError("pool='mean_mem' needs num_mem_tokens >= 1")
         if c.loss_segments not in ("last", "all"):
@@ -203,10 +209,14 @@ class RMT(nn.Module):
             if placement != "read_write":
                 raise ValueError("attn_mask='rmt' applies to placement='read_write' only")
             if not getattr(bb, "supports_custom_mask", False):
-                raise ValueError(f"attn_mask='rmt' needs a backbone that accepts an explicit (T, T) mask; "
-                                 f"{type(bb).__name__} has supports_custom_mask=False (use attn_mask='causal')")
+                raise ValueError(
+                    f"attn_mask='rmt' needs a backbone that accepts an explicit (T, T) mask; "
+                    f"{type(bb).__name__} has supports_custom_mask=False (use attn_mask='causal')"
+                )
         if c.memory_positions != "sequential":
-            raise ValueError(f"memory_positions must be 'sequential' (the only layout implemented), got {c.memory_positions!r}")
+            raise ValueError(
+                f"memory_positions must be 'sequential' (the only layout implemented), got {c.memory_positions!r}"
+            )
         align = c.segment_alignment or ("left" if placement == "read_write" else "right")
         if align not in ALIGNMENTS:
             raise ValueError(f"segment_alignment must be one of {ALIGNMENTS}, got {align!r}")
@@ -227,13 +237,22 @@ class RMT(nn.Module):
         need = L + 2 * m if placement == "read_write" else L + m + n_special
         max_pos = getattr(bb, "max_positions", None)
         if max_pos is not None and need > max_pos:
-            what = "segment_size + 2*num_mem_tokens" if placement == "read_write" else "segment_size + num_mem_tokens + specials"
-            raise ValueError(f"{what} = {L} + {m} memory + specials = {need} exceeds the backbone's max_positions={max_pos}")
+            what = (
+                "segment_size + 2*num_mem_tokens"
+                if placement == "read_write"
+                else "segment_size + num_mem_tokens + specials"
+            )
+            raise ValueError(
+                f"{what} = {L} + {m} memory + specials = {need} exceeds the backbone's max_positions={max_pos}"
+            )
         if isinstance(bb, SeqzooBackbone):
             windows = [getattr(b.mixer, "window", None) for b in bb.model.blocks]
             if all(w is not None for w in windows) and max(windows) < L + m:
-                warnings.warn(f"every layer is sliding-window attention with window {max(windows)} < segment_size + "
-                              f"num_mem_tokens = {L + m}: far tokens cannot reach the read memory", stacklevel=3)
+                warnings.warn(
+                    f"every layer is sliding-window attention with window {max(windows)} < segment_size + "
+                    f"num_mem_tokens = {L + m}: far tokens cannot reach the read memory",
+                    stacklevel=3,
+                )
         if c.task == "lm" and not hasattr(bb, "lm_head"):
             raise ValueError("task='lm' needs a backbone with lm_head")
         return dataclasses.replace(c, placement=placement, task=task, pool=pool, segment_alignment=align)
@@ -249,9 +268,15 @@ class RMT(nn.Module):
     # ------------------------------------------------------------ validation
     def _check_inputs(self, input_ids, labels, labels_mask, attention_mask, memory):
         c = self.config
-        if not isinstance(input_ids, torch.Tensor) or input_ids.is_floating_point() or input_ids.is_complex() \
-                or input_ids.dtype == torch.bool:
-            raise TypeError(f"input_ids must be an integer tensor of shape (B, T), got {getattr(input_ids, 'dtype', type(input_ids))}")
+        if (
+            not isinstance(input_ids, torch.Tensor)
+            or input_ids.is_floating_point()
+            or input_ids.is_complex()
+            or input_ids.dtype == torch.bool
+        ):
+            raise TypeError(
+                f"input_ids must be an integer tensor of shape (B, T), got {getattr(input_ids, 'dtype', type(input_ids))}"
+            )
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
         B, T = input_ids.shape
@@ -259,31 +284,45 @@ class RMT(nn.Module):
             raise ValueError("input_ids must hold at least one token (T = 0)")
         N = math.ceil(T / c.segment_size)
         if c.max_n_segments is not None and N > c.max_n_segments:
-            raise ValueError(f"input of T={T} tokens needs N={N} segments of segment_size={c.segment_size}, "
-                             f"more than max_n_segments={c.max_n_segments}")
+            raise ValueError(
+                f"input of T={T} tokens needs N={N} segments of segment_size={c.segment_size}, "
+                f"more than max_n_segments={c.max_n_segments}"
+            )
         if labels is not None:
             if not isinstance(labels, torch.Tensor) or labels.is_floating_point():
                 raise TypeError("labels must be an integer tensor")
             if c.task == "lm":
                 if labels.shape != input_ids.shape:
-                    raise ValueError(f"labels must have the shape of input_ids {tuple(input_ids.shape)} for task='lm', "
-                                     f"got {tuple(labels.shape)}")
+                    raise ValueError(
+                        f"labels must have the shape of input_ids {tuple(input_ids.shape)} for task='lm', "
+                        f"got {tuple(labels.shape)}"
+                    )
             else:
                 if labels.shape != (B,):
-                    raise ValueError(f"labels must have shape (B,)=({B},) for task='classification', got {tuple(labels.shape)}")
+                    raise ValueError(
+                        f"labels must have shape (B,)=({B},) for task='classification', got {tuple(labels.shape)}"
+                    )
                 if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= c.num_labels):
-                    raise ValueError(f"labels must lie in [0, num_labels={c.num_labels}), got range "
-                                     f"[{int(labels.min())}, {int(labels.max())}]")
+                    raise ValueError(
+                        f"labels must lie in [0, num_labels={c.num_labels}), got range "
+                        f"[{int(labels.min())}, {int(labels.max())}]"
+                    )
         if labels_mask is not None and (labels_mask.shape != input_ids.shape or labels_mask.dtype != torch.bool):
-            raise ValueError(f"labels_mask must be a bool tensor of shape {tuple(input_ids.shape)}, got "
-                             f"{labels_mask.dtype} {tuple(labels_mask.shape)}")
+            raise ValueError(
+                f"labels_mask must be a bool tensor of shape {tuple(input_ids.shape)}, got "
+                f"{labels_mask.dtype} {tuple(labels_mask.shape)}"
+            )
         if attention_mask is not None and attention_mask.shape != input_ids.shape:
-            raise ValueError(f"attention_mask must have shape {tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}")
+            raise ValueError(
+                f"attention_mask must have shape {tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}"
+            )
         if memory is not None:
             m, D = c.num_mem_tokens, self.d_model
             if not isinstance(memory, torch.Tensor) or memory.shape not in ((B, m, D), (m, D)):
-                raise ValueError(f"memory must have shape (B, m, D)=({B}, {m}, {D}) or (m, D)=({m}, {D}), got "
-                                 f"{tuple(getattr(memory, 'shape', ()))}")
+                raise ValueError(
+                    f"memory must have shape (B, m, D)=({B}, {m}, {D}) or (m, D)=({m}, {D}), got "
+                    f"{tuple(getattr(memory, 'shape', ()))}"
+                )
         return B, T
 
     # ---------------------------------------------------------------- pieces
@@ -355,11 +394,15 @@ class RMT(nn.Module):
             mask = read_write_mask(mem.shape[1], x.shape[1], "rmt", device=x.device)
         new_states = None
         if c.carry_backbone_state:
-            hidden, new_states = self.backbone.forward_embeds(inp, attn_mask=mask, key_padding_mask=kpm,
-                                                              states=states, return_states=True)
+            hidden, new_states = self.backbone.forward_embeds(
+                inp, attn_mask=mask, key_padding_mask=kpm, states=states, return_states=True
+            )
         elif c.checkpoint == "segment" and torch.is_grad_enabled():
-            hidden = torch_checkpoint(lambda z: self.backbone.forward_embeds(z, attn_mask=mask, key_padding_mask=kpm),
-                                      inp, use_reentrant=False)
+            hidden = torch_checkpoint(
+                lambda z: self.backbone.forward_embeds(z, attn_mask=mask, key_padding_mask=kpm),
+                inp,
+                use_reentrant=False,
+            )
         else:
             hidden = self.backbone.forward_embeds(inp, attn_mask=mask, key_padding_mask=kpm)
         tok_h = hidden[:, tok]  # (B, L_t, D)
@@ -432,24 +475,39 @@ class RMT(nn.Module):
         return k < 0 or tau >= N - k
 
     # --------------------------------------------------------------- forward
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None,
-                labels_mask: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                memory: torch.Tensor | None = None, return_memory: bool = False,
-                return_logits: bool = True, shift_labels: bool = False, head: str | None = None) -> RMTOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        labels_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
+        return_memory: bool = False,
+        return_logits: bool = True,
+        shift_labels: bool = False,
+        head: str | None = None,
+    ) -> RMTOutput:
         """Run all segments. LM ``labels`` are aligned with positions (seqzoo convention: ``labels[:, t]`` is the
         target at t, -100 = unscored); ``shift_labels=True`` takes Hugging Face-style labels (= input_ids) instead."""
         c = self.config
         if head is not None and head != {"lm": "lm", "classification": "cls"}[c.task]:
             raise ValueError(f"head={head!r} does not match this RMT's task={c.task!r} (use 'cls' for classification)")
-        B, _, labels, bounds, count = self._prepare(input_ids, labels, labels_mask, attention_mask, memory, shift_labels)
+        B, _, labels, bounds, count = self._prepare(
+            input_ids, labels, labels_mask, attention_mask, memory, shift_labels
+        )
         N = len(bounds)
         dtype = self.backbone.embed(input_ids[:, :1]).dtype
         mem0 = self._start_memory(memory, B, dtype, input_ids.device)
         mem = mem0
         # a last-segment-only loss gets no gradient from segments whose output memory is detached: run them
         # without a graph (spec §3.7); gradients are unchanged
-        shortcut = (c.task == "classification" and c.loss_segments == "last" and c.bptt_depth >= 0
-                    and torch.is_grad_enabled() and getattr(self, "no_grad_shortcut", True))
+        shortcut = (
+            c.task == "classification"
+            and c.loss_segments == "last"
+            and c.bptt_depth >= 0
+            and torch.is_grad_enabled()
+            and getattr(self, "no_grad_shortcut", True)
+        )
         loss, seg_losses, all_logits, states, cls_logits = None, [], [], None, None
         for tau, (a, b) in enumerate(bounds):
             if tau >= 1:
@@ -462,8 +520,9 @@ class RMT(nn.Module):
             no_grad = shortcut and tau < N - 1 and not self.handover_kept(tau + 1, N)
             with torch.set_grad_enabled(torch.is_grad_enabled() and not no_grad):
                 tok_h, new_mem, pooled, states = self._cell(mem, input_ids[:, a:b], tau, kpm_seg, states)
-                contrib, seg_loss, logits = self._segment_loss(tok_h, pooled, lab_seg, labels, count, tau, N,
-                                                               need_logits=return_logits)
+                contrib, seg_loss, logits = self._segment_loss(
+                    tok_h, pooled, lab_seg, labels, count, tau, N, need_logits=return_logits
+                )
             if states is not None:
                 states = _detach_tree(states)
             if contrib is not None:
@@ -480,13 +539,25 @@ class RMT(nn.Module):
             out_logits = torch.cat(all_logits, dim=1) if return_logits else None  # (B, T, V)
         else:
             out_logits = cls_logits  # head on the last segment (B, num_labels)
-        return RMTOutput(loss=loss, logits=out_logits, memory=mem if return_memory else None,
-                         segment_losses=torch.stack(seg_losses) if seg_losses else None, n_segments=N)
+        return RMTOutput(
+            loss=loss,
+            logits=out_logits,
+            memory=mem if return_memory else None,
+            segment_losses=torch.stack(seg_losses) if seg_losses else None,
+            n_segments=N,
+        )
 
     # ------------------------------------------------------ memory replay BPTT
-    def backward_mrbp(self, input_ids: torch.Tensor, labels: torch.Tensor, labels_mask: torch.Tensor | None = None,
-                      attention_mask: torch.Tensor | None = None, memory: torch.Tensor | None = None,
-                      loss_scale: float = 1.0, shift_labels: bool = False) -> torch.Tensor:
+    def backward_mrbp(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor,
+        labels_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
+        loss_scale: float = 1.0,
+        shift_labels: bool = False,
+    ) -> torch.Tensor:
         """Memory-replay backpropagation (Memformer, arXiv:2010.06891): peak activation memory of one segment.
 
         Leaves ``.grad`` as ``forward(...).loss * loss_scale`` followed by ``backward()`` would and returns the
@@ -497,7 +568,9 @@ class RMT(nn.Module):
         c = self.config
         if c.carry_backbone_state:
             raise ValueError("backward_mrbp does not support carry_backbone_state=True")
-        B, _, labels, bounds, count = self._prepare(input_ids, labels, labels_mask, attention_mask, memory, shift_labels)
+        B, _, labels, bounds, count = self._prepare(
+            input_ids, labels, labels_mask, attention_mask, memory, shift_labels
+        )
         N = len(bounds)
         dtype = self.backbone.embed(input_ids[:, :1]).dtype
         cuda = input_ids.is_cuda
@@ -516,8 +589,11 @@ class RMT(nn.Module):
         for tau in range(N - 1, -1, -1):
             a, b = bounds[tau]
             from_start = tau == 0 or c.reset_memory
-            m_in = self._start_memory(memory, B, dtype, input_ids.device) if from_start \
+            m_in = (
+                self._start_memory(memory, B, dtype, input_ids.device)
+                if from_start
                 else mems[tau].detach().requires_grad_()
+            )
             cpu_rng, cuda_rng = rngs[tau]
             torch.set_rng_state(cpu_rng)
             if cuda_rng is not None:
@@ -541,8 +617,13 @@ class RMT(nn.Module):
 
     # ------------------------------------------------------------ generation
     @torch.no_grad()
-    def generate(self, input_ids: torch.Tensor, max_new_tokens: int, eos_token_id: int | None = None,
-                 memory: torch.Tensor | None = None) -> torch.Tensor:
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        eos_token_id: int | None = None,
+        memory: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Greedy decoding with left-aligned segments: the prompt's full segments build the memory, the tail is
         decoded with the backbone's incremental state; a full tail rolls over into a fresh segment."""
         c = self.config
@@ -563,11 +644,11 @@ class RMT(nn.Module):
         for tau in range(n_pre):
             if tau >= 1 and c.reset_memory:
                 mem = mem0
-            _, mem, _, _ = self._cell(mem, input_ids[:, tau * L:(tau + 1) * L], tau)
+            _, mem, _, _ = self._cell(mem, input_ids[:, tau * L : (tau + 1) * L], tau)
         tau = n_pre
         if tau >= 1 and c.reset_memory:
             mem = mem0
-        cur = input_ids[:, n_pre * L:]
+        cur = input_ids[:, n_pre * L :]
         logits, st = self._prefill(mem, cur, tau)
         ids = input_ids
         finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
@@ -617,7 +698,9 @@ class RMT(nn.Module):
         directory.mkdir(parents=True, exist_ok=True)
         (directory / RMT_CONFIG_NAME).write_text(json.dumps(self.config.to_dict(), indent=2, sort_keys=True) + "\n")
         save_file({k: v.contiguous() for k, v in self.rmt_state_dict().items()}, str(directory / RMT_WEIGHTS_NAME))
-        inner = self.backbone.model if isinstance(self.backbone, SeqzooBackbone) else getattr(self.backbone, "model", None)
+        inner = (
+            self.backbone.model if isinstance(self.backbone, SeqzooBackbone) else getattr(self.backbone, "model", None)
+        )
         if inner is None or not hasattr(inner, "save_pretrained"):
             raise TypeError("save_pretrained needs a backbone with save_pretrained (seqzoo or Hugging Face model)")
         inner.save_pretrained(directory / "backbone")

@@ -50,9 +50,14 @@ class SeqzooBackbone(nn.Module):
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.model.embed_tokens(input_ids)  # (B, T, D), includes the model's embed_scale
 
-    def forward_embeds(self, inputs_embeds: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                       key_padding_mask: torch.Tensor | None = None, states: Any = None,
-                       return_states: bool = False):
+    def forward_embeds(
+        self,
+        inputs_embeds: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        states: Any = None,
+        return_states: bool = False,
+    ):
         if attn_mask is not None:
             raise ValueError("seqzoo backbones do not accept an explicit attn_mask (supports_custom_mask=False)")
         if key_padding_mask is not None and not bool(key_padding_mask.all()):
@@ -88,7 +93,8 @@ def as_backbone(backbone: Any) -> Any:
     if missing:
         raise TypeError(
             f"backbone must accept input embeddings: a seqzoo model, a Hugging Face PreTrainedModel, or an object "
-            f"with {REQUIRED_MEMBERS} (spec/rmt.md §4); {type(backbone).__name__} lacks {missing}")
+            f"with {REQUIRED_MEMBERS} (spec/rmt.md §4); {type(backbone).__name__} lacks {missing}"
+        )
     return backbone
 
 

@@ -15,8 +15,19 @@ import torch
 from torch import nn
 
 # model types whose attention is bidirectional (encoder placement); everything else is treated as causal
-ENCODER_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "xlm-roberta",
-                 "camembert", "mpnet", "modernbert"}
+ENCODER_TYPES = {
+    "bert",
+    "roberta",
+    "distilbert",
+    "albert",
+    "electra",
+    "deberta",
+    "deberta-v2",
+    "xlm-roberta",
+    "camembert",
+    "mpnet",
+    "modernbert",
+}
 
 
 def _unwrap_peft(model: nn.Module) -> nn.Module:
@@ -36,8 +47,13 @@ class HFBackbone(nn.Module):
     supports_custom_mask = False  # explicit (T, T) masks through HF models are not wired here (attn_mask="causal")
     supports_padding = True
 
-    def __init__(self, model: nn.Module, causal: bool | None = None, cls_token_id: int | None = None,
-                 sep_token_id: int | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        causal: bool | None = None,
+        cls_token_id: int | None = None,
+        sep_token_id: int | None = None,
+    ):
         super().__init__()
         self.model = model  # the object the user passed (PeftModel or PreTrainedModel)
         inner = _unwrap_peft(model)
@@ -51,10 +67,16 @@ class HFBackbone(nn.Module):
         if emb is None or getattr(emb, "weight", None) is None:
             raise TypeError(f"{type(inner).__name__} has no input embedding table; RMT needs inputs_embeds support")
         if emb.weight.shape[1] != self.d_model:
-            raise ValueError(f"the input embedding width {emb.weight.shape[1]} differs from hidden size {self.d_model}; "
-                             f"RMT's memory must have the width of both")
+            raise ValueError(
+                f"the input embedding width {emb.weight.shape[1]} differs from hidden size {self.d_model}; "
+                f"RMT's memory must have the width of both"
+            )
         model_type = getattr(cfg, "model_type", "")
-        self.causal = bool(causal) if causal is not None else (model_type not in ENCODER_TYPES or bool(getattr(cfg, "is_decoder", False)))
+        self.causal = (
+            bool(causal)
+            if causal is not None
+            else (model_type not in ENCODER_TYPES or bool(getattr(cfg, "is_decoder", False)))
+        )
         pos = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
         uses_rotary = model_type in ("gpt_neox", "llama", "mistral", "qwen2", "gemma", "phi", "phi3")
         self.max_positions = None if uses_rotary else (int(pos) if pos else None)
@@ -85,8 +107,14 @@ class HFBackbone(nn.Module):
     def sep_embed(self):
         return self._special(self.sep_token_id) if not self.causal else None
 
-    def forward_embeds(self, inputs_embeds: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                       key_padding_mask: torch.Tensor | None = None, states: Any = None, return_states: bool = False):
+    def forward_embeds(
+        self,
+        inputs_embeds: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        states: Any = None,
+        return_states: bool = False,
+    ):
         if attn_mask is not None:
             raise ValueError("HFBackbone does not accept an explicit attn_mask (supports_custom_mask=False)")
         kwargs: dict[str, Any] = {"inputs_embeds": inputs_embeds}
@@ -110,8 +138,9 @@ class HFBackbone(nn.Module):
         return head(hidden)
 
 
-def lora_backbone(model: nn.Module, r: int = 8, alpha: int = 16, dropout: float = 0.0,
-                  target_modules: list[str] | None = None) -> nn.Module:
+def lora_backbone(
+    model: nn.Module, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_modules: list[str] | None = None
+) -> nn.Module:
     """Wrap a transformers model with peft LoRA adapters (backbone frozen, adapters trainable).
 
     Wrap before RMT does (spec/rmt.md §4): ``RMT(lora_backbone(gpt2), cfg)``; RMT's memory stays trainable.

@@ -24,8 +24,14 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
     return logits
 
 
-def sample_next(logits: torch.Tensor, do_sample: bool, temperature: float = 1.0, top_k: int | None = None,
-                top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_next(
+    logits: torch.Tensor,
+    do_sample: bool,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """``logits (B, V)`` -> next token ids ``(B,)``."""
     logits = logits.float()
     if not do_sample or temperature == 0:
@@ -36,8 +42,9 @@ def sample_next(logits: torch.Tensor, do_sample: bool, temperature: float = 1.0,
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
-def append_token(ids: torch.Tensor, nxt: torch.Tensor, finished: torch.Tensor,
-                 eos_token_id: int | None) -> tuple[torch.Tensor, torch.Tensor, bool]:
+def append_token(
+    ids: torch.Tensor, nxt: torch.Tensor, finished: torch.Tensor, eos_token_id: int | None
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
     """Append ``nxt (B,)`` to ``ids (B, T)``. Rows that already ended get ``eos_token_id`` again (``finished`` is
     updated in place). Returns the new ids, the tokens appended (to feed the model next) and whether every row
     has ended."""

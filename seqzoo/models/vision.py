@@ -27,7 +27,9 @@ class VisionClassifier(Encoder):
         ex = config.extra
         for key in ("image_size", "patch_size"):
             if not isinstance(ex.get(key), int) or ex[key] <= 0:
-                raise ValueError(f"ModelConfig.extra[{key!r}] must be a positive int for a VisionClassifier, got {ex.get(key)!r}")
+                raise ValueError(
+                    f"ModelConfig.extra[{key!r}] must be a positive int for a VisionClassifier, got {ex.get(key)!r}"
+                )
         if ex["image_size"] % ex["patch_size"]:
             raise ValueError(f"patch_size={ex['patch_size']} must divide image_size={ex['image_size']}")
         if not config.n_classes:
@@ -36,7 +38,7 @@ class VisionClassifier(Encoder):
         self.image_size, self.patch_size = ex["image_size"], ex["patch_size"]
         self.channels, self.max_value = ex.get("channels", 1), float(ex.get("max_value", 1.0))
         self.n_patches = (self.image_size // self.patch_size) ** 2
-        self.patch_embed = nn.Linear(self.channels * self.patch_size ** 2, config.d_model)
+        self.patch_embed = nn.Linear(self.channels * self.patch_size**2, config.d_model)
         self.pos_embed = nn.Parameter(torch.zeros(1, self.n_patches, config.d_model))
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
 
@@ -48,7 +50,9 @@ class VisionClassifier(Encoder):
         elif pixels.dim() == 4 and pixels.shape[1:] == (C, S, S):
             img = pixels
         else:
-            raise ValueError(f"pixels must have shape (B, {S * S * C}) or (B, {C}, {S}, {S}), got {tuple(pixels.shape)}")
+            raise ValueError(
+                f"pixels must have shape (B, {S * S * C}) or (B, {C}, {S}, {S}), got {tuple(pixels.shape)}"
+            )
         img = img.to(self.patch_embed.weight.dtype) / self.max_value
         return rearrange(img, "b c (h p) (w q) -> b (h w) (p q c)", p=p, q=p)  # raster order of patches
 

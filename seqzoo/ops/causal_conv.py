@@ -27,8 +27,9 @@ IMPLS = ("auto", "torch", "naive", "triton")
 ACTIVATIONS = (None, "silu")
 
 
-def _check(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None,
-           segment_pos: torch.Tensor | None = None) -> int:
+def _check(
+    x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None, segment_pos: torch.Tensor | None = None
+) -> int:
     if x.dim() != 3:
         raise ValueError(f"x must have shape (B, T, C), got {tuple(x.shape)}")
     if weight.dim() != 2 or weight.shape[0] != x.shape[-1]:
@@ -56,22 +57,22 @@ def _starts_cumsum(segment_pos: torch.Tensor, k: int) -> torch.Tensor:
 
 def _new_state(xs: torch.Tensor, k: int, csum: torch.Tensor | None) -> torch.Tensor:
     """Last k-1 inputs; with document starts, zero the entries that lie before the latest start."""
-    buf = xs[:, xs.shape[1] - (k - 1):]  # (B, k-1, C)
+    buf = xs[:, xs.shape[1] - (k - 1) :]  # (B, k-1, C)
     if csum is None:
         return buf
-    keep = csum[:, -1:] == csum[:, csum.shape[1] - (k - 1):]  # (B, k-1): no start after this entry
+    keep = csum[:, -1:] == csum[:, csum.shape[1] - (k - 1) :]  # (B, k-1): no start after this entry
     return buf * keep[..., None].to(buf.dtype)
 
 
 def _tap_keep(csum: torch.Tensor, s: int, T: int, k: int) -> torch.Tensor:
     """``(B, T)`` True where the lag-s tap is kept: no document start in ``(t-s, t]``."""
-    cur = csum[:, k - 1:]  # (B, T) starts up to t
-    lag = csum[:, k - 1 - s:k - 1 - s + T]  # starts up to t-s
+    cur = csum[:, k - 1 :]  # (B, T) starts up to t
+    lag = csum[:, k - 1 - s : k - 1 - s + T]  # starts up to t-s
     return cur == lag
 
 
 def _auto_triton(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
-    """"auto" picks Triton for CUDA float32/float16/bfloat16 tensors when triton is importable (not interpreted)."""
+    """ "auto" picks Triton for CUDA float32/float16/bfloat16 tensors when triton is importable (not interpreted)."""
     floats = (torch.float32, torch.float16, torch.bfloat16)
     if not x.is_cuda or any(t is not None and (t.dtype not in floats or t.device != x.device) for t in (x, *others)):
         return False
@@ -80,10 +81,15 @@ def _auto_triton(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
     return usable_on(x.device)
 
 
-def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                  state: torch.Tensor | None = None,
-                  segment_pos: torch.Tensor | None = None, impl: str = "auto",
-                  activation: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv1d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+    segment_pos: torch.Tensor | None = None,
+    impl: str = "auto",
+    activation: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``x (B, T, C)``, ``weight (C, k)`` -> ``y (B, T, C)``, new state ``(B, k-1, C)``.
 
     ``segment_pos (B, T)`` (optional) masks taps across document starts (see the module docstring).
@@ -116,7 +122,7 @@ def _causal_conv1d_torch(x, weight, bias, state, segment_pos):
     y = x * w[:, k - 1]  # lag 0 is always kept
     for s in range(1, k):  # k-1 masked taps, each a (B, T, C) multiply-add
         keep = _tap_keep(csum, s, T, k).to(x.dtype)[..., None]  # (B, T, 1)
-        y = y + xs[:, k - 1 - s:k - 1 - s + T] * w[:, k - 1 - s] * keep
+        y = y + xs[:, k - 1 - s : k - 1 - s + T] * w[:, k - 1 - s] * keep
     if bias is not None:
         y = y + bias
     return y, _new_state(xs, k, csum)
@@ -135,10 +141,10 @@ def _causal_conv1d_naive(x, weight, bias, state, segment_pos):
     xs = _with_history(x, state, k)
     T = x.shape[1]
     if segment_pos is None:
-        y = sum(xs[:, i:i + T] * weight[:, i] for i in range(k))
+        y = sum(xs[:, i : i + T] * weight[:, i] for i in range(k))
         if bias is not None:
             y = y + bias
-        return y, xs[:, xs.shape[1] - (k - 1):]
+        return y, xs[:, xs.shape[1] - (k - 1) :]
     starts = segment_pos == 0  # (B, T)
     B = x.shape[0]
     y = torch.zeros_like(x)
@@ -146,14 +152,14 @@ def _causal_conv1d_naive(x, weight, bias, state, segment_pos):
         for t in range(T):
             acc = weight[:, k - 1] * x[b, t]
             for s in range(1, k):
-                if bool(starts[b, max(0, t - s + 1):t + 1].any()):
+                if bool(starts[b, max(0, t - s + 1) : t + 1].any()):
                     break  # a document starts in (t-s, t]: this and every longer lag are dropped
                 acc = acc + weight[:, k - 1 - s] * xs[b, k - 1 + t - s]
             y[b, t] = acc if bias is None else acc + bias
-    buf = xs[:, xs.shape[1] - (k - 1):].clone()
+    buf = xs[:, xs.shape[1] - (k - 1) :].clone()
     for b in range(B):
         for j in range(k - 1):  # buffer entry j is stream position T-(k-1)+j
             p = T - (k - 1) + j
-            if bool(starts[b, max(0, p + 1):].any()):
+            if bool(starts[b, max(0, p + 1) :].any()):
                 buf[b, j] = 0
     return y, buf

@@ -18,7 +18,9 @@ def rotary_dim(head_dim: int, rope_fraction: float) -> int:
     return rho - rho % 2
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, rope_fraction: float = 1.0, base: float = 10000.0) -> torch.Tensor:
+def apply_rope(
+    x: torch.Tensor, positions: torch.Tensor, rope_fraction: float = 1.0, base: float = 10000.0
+) -> torch.Tensor:
     """Rotate ``x (B, T, H, hd)`` at integer ``positions (B, T)`` (or ``(T,)``)."""
     hd = x.shape[-1]
     rho = rotary_dim(hd, rope_fraction)

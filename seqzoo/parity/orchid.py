@@ -39,19 +39,35 @@ def orchid_kwargs(meta: dict) -> dict:
     if ck["type"] not in _COND_TYPE:
         raise ValueError(f"unsupported conditioning type {ck['type']!r} in fixture")
     return dict(
-        d_model=kw["d_model"], l_max=kw["l_max"], conditioning=_COND_TYPE[ck["type"]],
-        sigma=_SIGMA.get(ck.get("actq", "id"), "identity"), sigma_eps=1e-6,
+        d_model=kw["d_model"],
+        l_max=kw["l_max"],
+        conditioning=_COND_TYPE[ck["type"]],
+        sigma=_SIGMA.get(ck.get("actq", "id"), "identity"),
+        sigma_eps=1e-6,
         conv="linear" if kw.get("causal", True) else "circular",
-        short_kernel=kw["short_filter_order"], short_padding="causal",
-        cond_kernel=ck["conv_filter_size"], cond_padding="zeros", freq_kernel=ck["conv_filter_size"],
-        filter_emb_dim=kw["emb_dim"], filter_width=kw["filter_order"], filter_inner=kw["num_inner_mlps"],
-        filter_w=kw["w"], residual_long_conv=True, fft_scaling="authors", type2_layout="authors",
+        short_kernel=kw["short_filter_order"],
+        short_padding="causal",
+        cond_kernel=ck["conv_filter_size"],
+        cond_padding="zeros",
+        freq_kernel=ck["conv_filter_size"],
+        filter_emb_dim=kw["emb_dim"],
+        filter_width=kw["filter_order"],
+        filter_inner=kw["num_inner_mlps"],
+        filter_w=kw["w"],
+        residual_long_conv=True,
+        fft_scaling="authors",
+        type2_layout="authors",
     )
 
 
 def _filter_map(prefix: str, ours: str, n_inner: int) -> dict[str, str]:
-    m = {f"{prefix}.bias": f"{ours}.skip", f"{prefix}.pos_emb.z": f"{ours}.pos_z", f"{prefix}.pos_emb.t": f"{ours}.pos_t",
-         f"{prefix}.modulation.deltas": f"{ours}.deltas", f"{prefix}.implicit_filter.1.freq": f"{ours}.freq"}
+    m = {
+        f"{prefix}.bias": f"{ours}.skip",
+        f"{prefix}.pos_emb.z": f"{ours}.pos_z",
+        f"{prefix}.pos_emb.t": f"{ours}.pos_t",
+        f"{prefix}.modulation.deltas": f"{ours}.deltas",
+        f"{prefix}.implicit_filter.1.freq": f"{ours}.freq",
+    }
     for i in range(n_inner + 2):  # Linears sit at even indices 0, 2, ..., Sins (shared freq) at odd ones
         m[f"{prefix}.implicit_filter.{2 * i}.weight"] = f"{ours}.linears.{i}.weight"
         m[f"{prefix}.implicit_filter.{2 * i}.bias"] = f"{ours}.linears.{i}.bias"
@@ -60,17 +76,25 @@ def _filter_map(prefix: str, ours: str, n_inner: int) -> dict[str, str]:
 
 def name_map(conditioning: str, n_inner: int) -> dict[str, str]:
     """Authors' state_dict name -> seqzoo ``Orchid`` name (shared Sin frequencies map from layer 1)."""
-    m = {"in_linear.weight": "in_proj.weight", "in_linear.bias": "in_proj.bias",
-         "out_linear.weight": "out_proj.weight", "out_linear.bias": "out_proj.bias",
-         "conv1d_short.weight": "short_conv.weight", "conv1d_short.bias": "short_conv.bias"}
+    m = {
+        "in_linear.weight": "in_proj.weight",
+        "in_linear.bias": "in_proj.bias",
+        "out_linear.weight": "out_proj.weight",
+        "out_linear.bias": "out_proj.bias",
+        "conv1d_short.weight": "short_conv.weight",
+        "conv1d_short.bias": "short_conv.bias",
+    }
     m.update(_filter_map("fixed_conv", "filter", n_inner))
     m.update(_filter_map("fixed_conv_res", "filter_res", n_inner))
     cn = "conv_kernel_nn"
     if conditioning == "type1":
         parts = {"nn_model": ("time_conv", "time_norm"), "nn_model2": ("freq_conv", "freq_norm")}
     else:
-        parts = {"nn_model_k": ("k_conv", "k_norm"), "nn_model_q": ("q_conv", "q_norm"),
-                 "nn_model_frq": ("freq_conv", "freq_norm")}
+        parts = {
+            "nn_model_k": ("k_conv", "k_norm"),
+            "nn_model_q": ("q_conv", "q_norm"),
+            "nn_model_frq": ("freq_conv", "freq_norm"),
+        }
     for theirs, (conv, norm) in parts.items():
         for p in ("weight", "bias"):
             m[f"{cn}.{theirs}.conv1d_ls.0.{p}"] = f"cond.{conv}.{p}"
@@ -123,6 +147,7 @@ def compare_case(directory: str | Path, case: str, dtype=torch.float64) -> dict[
         gap("inter:h0_res", m.filter_res.kernel(T).T[None])
         c = m.conditioning_input(x, z, None)
         from ..ops.fftconv import rfft
+
         if m.conditioning == "type1":
             a = m.cond._time(c, m.cond.time_conv, m.cond.time_norm)
             gap("inter:conv_kernel_nn.nn_model", a.transpose(1, 2))
@@ -152,8 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         for dtype in (torch.float64, torch.float32):
             gaps = compare_case(directory, case, dtype)
             worst = max(gaps, key=gaps.get)
-            print(f"{case:18s} {str(dtype):14s} max gap {gaps[worst]:.2e} ({worst}); "
-                  + ", ".join(f"{k.split(':')[1]}={v:.1e}" for k, v in gaps.items()))
+            print(
+                f"{case:18s} {dtype!s:14s} max gap {gaps[worst]:.2e} ({worst}); "
+                + ", ".join(f"{k.split(':')[1]}={v:.1e}" for k, v in gaps.items())
+            )
     return 0
 
 

@@ -24,15 +24,17 @@ from .fixtures import load_fixture  # noqa: F401  (re-exported: the parity tests
 
 
 def _strip(sd: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
 
 
 def rglru_state_dict(ref: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``recurrentgemma.torch.RGLRU`` state dict -> ``seqzoo.mixers.rglru.RGLRU``."""
     return {
         "a_param": ref["a_param"],
-        "input_gate.weight": ref["input_gate.w"], "input_gate.bias": ref["input_gate.b"],
-        "a_gate.weight": ref["a_gate.w"], "a_gate.bias": ref["a_gate.b"],
+        "input_gate.weight": ref["input_gate.w"],
+        "input_gate.bias": ref["input_gate.b"],
+        "a_gate.weight": ref["a_gate.w"],
+        "a_gate.bias": ref["a_gate.b"],
     }
 
 
@@ -50,9 +52,11 @@ def recurrent_block_state_dict(ref: dict[str, torch.Tensor]) -> dict[str, torch.
 def local_attention_state_dict(ref: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``LocalAttentionBlock`` -> mixer ``"local_attention"`` (MQA, o_proj with bias)."""
     return {
-        "q_proj.weight": ref["proj_q.weight"], "k_proj.weight": ref["proj_k.weight"],
+        "q_proj.weight": ref["proj_q.weight"],
+        "k_proj.weight": ref["proj_k.weight"],
         "v_proj.weight": ref["proj_v.weight"],
-        "o_proj.weight": ref["proj_final.weight"], "o_proj.bias": ref["proj_final.bias"],
+        "o_proj.weight": ref["proj_final.weight"],
+        "o_proj.bias": ref["proj_final.bias"],
     }
 
 
@@ -60,9 +64,12 @@ def mlp_state_dict(ref: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``MLPBlock`` (``ffw_up.w (2, D, M)``, ``ffw_up.b (2, 1, 1, M)``) -> seqzoo ``MLP`` (gelu_tanh_gated)."""
     w, b = ref["ffw_up.w"], ref["ffw_up.b"].reshape(2, -1)  # (2, D, M), (2, M)
     return {
-        "up.weight": w[0].t().contiguous(), "up.bias": b[0],  # GeLU branch
-        "gate.weight": w[1].t().contiguous(), "gate.bias": b[1],  # linear branch
-        "down.weight": ref["ffw_down.weight"], "down.bias": ref["ffw_down.bias"],
+        "up.weight": w[0].t().contiguous(),
+        "up.bias": b[0],  # GeLU branch
+        "gate.weight": w[1].t().contiguous(),
+        "gate.bias": b[1],  # linear branch
+        "down.weight": ref["ffw_down.weight"],
+        "down.bias": ref["ffw_down.bias"],
     }
 
 
@@ -92,8 +99,16 @@ def model_config_from_griffin(cfg: dict[str, Any]) -> ModelConfig:
     if any(t not in names for t in types):
         raise ValueError(f"block_types must be RECURRENT / ATTENTION, got {types}")
     config = griffin_config(
-        "griffin", cfg["vocab_size"], width, cfg.get("lru_width") or width, n_layers, heads, head_dim=width // heads,
-        n_blocks=heads, window=cfg["attention_window_size"], mlp_hidden=cfg["mlp_expanded_width"],
+        "griffin",
+        cfg["vocab_size"],
+        width,
+        cfg.get("lru_width") or width,
+        n_layers,
+        heads,
+        head_dim=width // heads,
+        n_blocks=heads,
+        window=cfg["attention_window_size"],
+        mlp_hidden=cfg["mlp_expanded_width"],
         embed_scale=bf16_sqrt(width) if cfg.get("embeddings_scale_by_sqrt_dim", True) else None,
         logit_softcap=cfg.get("logits_soft_cap") or None,
     )

@@ -82,17 +82,26 @@ def mlstm_layer_state_dict(sd: dict[str, torch.Tensor], prefix: str = "") -> dic
         "proj_up.weight": sd[p + "proj_up.weight"],
         "conv_weight": sd[p + "conv1d.conv.weight"][:, 0, :],
         "conv_bias": sd[p + "conv1d.conv.bias"],
-        "q_proj": sd[p + "q_proj.weight"], "k_proj": sd[p + "k_proj.weight"], "v_proj": sd[p + "v_proj.weight"],
-        "igate.weight": sd[p + "mlstm_cell.igate.weight"], "igate.bias": sd[p + "mlstm_cell.igate.bias"],
-        "fgate.weight": sd[p + "mlstm_cell.fgate.weight"], "fgate.bias": sd[p + "mlstm_cell.fgate.bias"],
+        "q_proj": sd[p + "q_proj.weight"],
+        "k_proj": sd[p + "k_proj.weight"],
+        "v_proj": sd[p + "v_proj.weight"],
+        "igate.weight": sd[p + "mlstm_cell.igate.weight"],
+        "igate.bias": sd[p + "mlstm_cell.igate.bias"],
+        "fgate.weight": sd[p + "mlstm_cell.fgate.weight"],
+        "fgate.bias": sd[p + "mlstm_cell.fgate.bias"],
         "outnorm_weight": 1.0 + sd[p + "mlstm_cell.outnorm.weight"],
         "skip": sd[p + "learnable_skip"],
         "proj_down.weight": sd[p + "proj_down.weight"],
     }
 
 
-def slstm_layer_state_dict(sd: dict[str, torch.Tensor], num_heads: int, prefix: str = "",
-                           R: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def slstm_layer_state_dict(
+    sd: dict[str, torch.Tensor],
+    num_heads: int,
+    prefix: str = "",
+    R: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
     """Official ``sLSTMLayer`` state_dict -> seqzoo ``SLSTM``. ``R``/``bias`` may be given in the backend-independent
     view (the cell's ``recurrent_kernel`` / ``bias`` properties; they are ``ParameterProxy`` objects, read them with
     ``.clone()``: their ``.detach()`` is forwarded to the raw tensor); otherwise the vanilla raw layout is converted."""
@@ -102,11 +111,14 @@ def slstm_layer_state_dict(sd: dict[str, torch.Tensor], num_heads: int, prefix: 
     if bias is None:
         bias = slstm_bias_from_vanilla(sd[p + "slstm_cell._bias_"], num_heads)
     return {
-        "conv_weight": sd[p + "conv1d.conv.weight"][:, 0, :], "conv_bias": sd[p + "conv1d.conv.bias"],
+        "conv_weight": sd[p + "conv1d.conv.weight"][:, 0, :],
+        "conv_bias": sd[p + "conv1d.conv.bias"],
         "W_i": sd[p + "fgate.weight"],  # swapped names: the official layer computes i from `fgate`
         "W_f": sd[p + "igate.weight"],  # ... and f from `igate`
-        "W_z": sd[p + "zgate.weight"], "W_o": sd[p + "ogate.weight"],
-        "R": R, "bias": bias,
+        "W_z": sd[p + "zgate.weight"],
+        "W_o": sd[p + "ogate.weight"],
+        "R": R,
+        "bias": bias,
         "norm_weight": 1.0 + sd[p + "group_norm.weight"],
     }
 
@@ -117,10 +129,18 @@ def lm_config_from_official(cfg: dict[str, Any]) -> ModelConfig:
     m = cfg["mlstm_block"]["mlstm"]
     s = cfg["slstm_block"]["slstm"]
     ff = cfg["slstm_block"]["feedforward"]
-    config = xlstm_config(cfg["embedding_dim"], cfg["num_blocks"], cfg["slstm_at"], vocab_size=cfg["vocab_size"],
-                          mlstm_heads=m["num_heads"], slstm_heads=s["num_heads"], ffn_factor=ff["proj_factor"],
-                          conv_kernel=m["conv1d_kernel_size"], proj_factor=m["proj_factor"],
-                          qkv_blocksize=m["qkv_proj_blocksize"])
+    config = xlstm_config(
+        cfg["embedding_dim"],
+        cfg["num_blocks"],
+        cfg["slstm_at"],
+        vocab_size=cfg["vocab_size"],
+        mlstm_heads=m["num_heads"],
+        slstm_heads=s["num_heads"],
+        ffn_factor=ff["proj_factor"],
+        conv_kernel=m["conv1d_kernel_size"],
+        proj_factor=m["proj_factor"],
+        qkv_blocksize=m["qkv_proj_blocksize"],
+    )
     if cfg.get("tie_weights"):
         config = config.replace(tie_embeddings=True)
     return config
@@ -128,16 +148,21 @@ def lm_config_from_official(cfg: dict[str, Any]) -> ModelConfig:
 
 def lm_state_dict(sd: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
     """Official ``xLSTMLMModel`` state_dict -> seqzoo ``LanguageModel`` (vanilla sLSTM backend layout)."""
-    out = {"embed.weight": sd["token_embedding.weight"],
-           "norm.weight": 1.0 + sd["xlstm_block_stack.post_blocks_norm.weight"]}
+    out = {
+        "embed.weight": sd["token_embedding.weight"],
+        "norm.weight": 1.0 + sd["xlstm_block_stack.post_blocks_norm.weight"],
+    }
     if not config.tie_embeddings:
         out["lm_head.weight"] = sd["lm_head.weight"]
     slstm_heads = config.mixer_kwargs["slstm"]["num_heads"]
     for i, kind in enumerate(config.layer_mixers()):
         S = f"xlstm_block_stack.blocks.{i}."
         out[f"blocks.{i}.norm1.weight"] = 1.0 + sd[S + "xlstm_norm.weight"]
-        layer = (mlstm_layer_state_dict(sd, S + "xlstm.") if kind == "mlstm"
-                 else slstm_layer_state_dict(sd, slstm_heads, S + "xlstm."))
+        layer = (
+            mlstm_layer_state_dict(sd, S + "xlstm.")
+            if kind == "mlstm"
+            else slstm_layer_state_dict(sd, slstm_heads, S + "xlstm.")
+        )
         out.update({f"blocks.{i}.mixer.{k}": v for k, v in layer.items()})
         if kind == "slstm":
             up = sd[S + "ffn.proj_up.weight"]
@@ -151,11 +176,18 @@ def lm_state_dict(sd: dict[str, torch.Tensor], config: ModelConfig) -> dict[str,
 
 def large_config_from_official(cfg: dict[str, Any]) -> ModelConfig:
     """A dumped ``xLSTMLargeConfig`` -> seqzoo 7B-style config."""
-    return xlstm7b_config(d_model=cfg["embedding_dim"], n_layers=cfg["num_blocks"], num_heads=cfg["num_heads"],
-                          vocab_size=cfg["vocab_size"], chunk_size=cfg["chunk_size"],
-                          ffn_factor=cfg["ffn_proj_factor"], qk_dim_factor=cfg["qk_dim_factor"],
-                          v_dim_factor=cfg["v_dim_factor"], gate_soft_cap=cfg["gate_soft_cap"],
-                          logit_soft_cap=cfg["output_logit_soft_cap"])
+    return xlstm7b_config(
+        d_model=cfg["embedding_dim"],
+        n_layers=cfg["num_blocks"],
+        num_heads=cfg["num_heads"],
+        vocab_size=cfg["vocab_size"],
+        chunk_size=cfg["chunk_size"],
+        ffn_factor=cfg["ffn_proj_factor"],
+        qk_dim_factor=cfg["qk_dim_factor"],
+        v_dim_factor=cfg["v_dim_factor"],
+        gate_soft_cap=cfg["gate_soft_cap"],
+        logit_soft_cap=cfg["output_logit_soft_cap"],
+    )
 
 
 def _unfuse(sd: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tensor]:
@@ -170,8 +202,14 @@ def _unfuse(sd: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tenso
             dqk = (w.shape[0] - 2 * D) // 2  # rows [q (dqk); k (dqk); v (D); o (D)] for v_dim_factor 1
             dv = (w.shape[0] - 2 * dqk) // 2
             q, k, v, o = w.split([dqk, dqk, dv, dv], 0)
-            sd.update({P + "mlstm_layer.q.weight": q, P + "mlstm_layer.k.weight": k, P + "mlstm_layer.v.weight": v,
-                       P + "mlstm_layer.ogate_preact.weight": o})
+            sd.update(
+                {
+                    P + "mlstm_layer.q.weight": q,
+                    P + "mlstm_layer.k.weight": k,
+                    P + "mlstm_layer.v.weight": v,
+                    P + "mlstm_layer.ogate_preact.weight": o,
+                }
+            )
         for kind in ("weight", "bias"):
             key = P + f"mlstm_layer.ifgate_preact.{kind}"
             if key in sd:
@@ -187,10 +225,20 @@ def _unfuse(sd: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tenso
 def large_state_dict(sd: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
     """Official ``xLSTMLarge`` state_dict (single or fused layout) -> seqzoo ``LanguageModel``."""
     sd = _unfuse(sd, config.n_layers)
-    out = {"embed.weight": sd["embedding.weight"], "norm.weight": sd["backbone.out_norm.weight"],
-           "lm_head.weight": sd["lm_head.weight"]}
-    names = {"q": "q", "k": "k", "v": "v", "ogate": "ogate_preact", "igate": "igate_preact", "fgate": "fgate_preact",
-             "out_proj": "out_proj"}
+    out = {
+        "embed.weight": sd["embedding.weight"],
+        "norm.weight": sd["backbone.out_norm.weight"],
+        "lm_head.weight": sd["lm_head.weight"],
+    }
+    names = {
+        "q": "q",
+        "k": "k",
+        "v": "v",
+        "ogate": "ogate_preact",
+        "igate": "igate_preact",
+        "fgate": "fgate_preact",
+        "out_proj": "out_proj",
+    }
     for i in range(config.n_layers):
         P, Q = f"backbone.blocks.{i}.", f"blocks.{i}."
         out[Q + "norm1.weight"] = sd[P + "norm_mlstm.weight"]
@@ -212,14 +260,18 @@ def mlstm_state_to_neurips(state: MLSTMState) -> dict[str, torch.Tensor]:
     """Our q-scaled state -> the NeurIPS k-scaled shapes: ``C (B,H,K,K)/sqrt(K)``, ``n (B,H,K,1)/sqrt(K)``,
     ``m (B,H,1,1)``; the conv buffer stays ours (last k-1 inputs)."""
     K = state.C.shape[-2]
-    return {"C": state.C / K ** 0.5, "n": (state.n / K ** 0.5)[..., None], "m": state.m[..., None, None],
-            "conv": state.conv}
+    return {
+        "C": state.C / K**0.5,
+        "n": (state.n / K**0.5)[..., None],
+        "m": state.m[..., None, None],
+        "conv": state.conv,
+    }
 
 
 def mlstm_state_from_neurips(C, n, m, conv) -> MLSTMState:
     """NeurIPS ``step()`` state (conv buffer of the last 4 inputs incl. the current) -> ``MLSTMState``."""
     K = C.shape[-2]
-    return MLSTMState(C * K ** 0.5, n[..., 0] * K ** 0.5, m[..., 0, 0], conv[:, 1:])
+    return MLSTMState(C * K**0.5, n[..., 0] * K**0.5, m[..., 0, 0], conv[:, 1:])
 
 
 def slstm_state_from_official(stacked: torch.Tensor, conv: torch.Tensor) -> SLSTMState:

@@ -41,7 +41,9 @@ def plot_bench(rows: list[dict[str, Any]], path: Path, title: str = "") -> None:
     plt.close(fig)
 
 
-def plot_zoo(results: list[dict[str, Any]], curves: dict[str, list[tuple[int, float]]], path: Path, title: str = "") -> None:
+def plot_zoo(
+    results: list[dict[str, Any]], curves: dict[str, list[tuple[int, float]]], path: Path, title: str = ""
+) -> None:
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     names = [r["mixer"] for r in results]
@@ -65,8 +67,15 @@ def plot_zoo(results: list[dict[str, Any]], curves: dict[str, list[tuple[int, fl
     plt.close(fig)
 
 
-def plot_lines(xs_by_label: dict[str, tuple[list, list]], path: Path, xlabel: str, ylabel: str, title: str = "",
-               logx: bool = False, logy: bool = False) -> None:
+def plot_lines(
+    xs_by_label: dict[str, tuple[list, list]],
+    path: Path,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    logx: bool = False,
+    logy: bool = False,
+) -> None:
     """Generic line plot: ``{label: (xs, ys)}``."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
@@ -91,10 +100,12 @@ def plot_models(rows: list[dict[str, Any]], path: Path, title: str = "", labels:
     state vs context; one line per family. Rows with an error are left out."""
     plt = _plt()
     labels = labels or {}
-    panels = [("train", "tokens_per_s", "training tokens / s", "context length T (training)"),
-              ("train", "peak_mem_mb", "peak memory above model + batch, MB", "context length T (training)"),
-              ("decode", "ms_per_token", "decode ms / token (batch 1, median)", "context length (tokens before decoding)"),
-              ("decode", "state_mb", "carried state, MB (batch 1)", "context length (tokens before decoding)")]
+    panels = [
+        ("train", "tokens_per_s", "training tokens / s", "context length T (training)"),
+        ("train", "peak_mem_mb", "peak memory above model + batch, MB", "context length T (training)"),
+        ("decode", "ms_per_token", "decode ms / token (batch 1, median)", "context length (tokens before decoding)"),
+        ("decode", "state_mb", "carried state, MB (batch 1)", "context length (tokens before decoding)"),
+    ]
     panels = [p for p in panels if any(r.get("bench") == p[0] and r.get(p[1]) is not None for r in rows)]
     if not panels:
         return
@@ -103,8 +114,10 @@ def plot_models(rows: list[dict[str, Any]], path: Path, title: str = "", labels:
     fig, axes = plt.subplots(nrows, ncols, figsize=(11, 4.0 * nrows), squeeze=False)
     for ax, (bench, key, ylabel, xlabel) in zip(axes.flat, panels):
         for fam in dict.fromkeys(r["family"] for r in rows):
-            rs = sorted((r for r in rows if r["family"] == fam and r.get("bench") == bench and r.get(key) is not None),
-                        key=lambda r: r["T"])
+            rs = sorted(
+                (r for r in rows if r["family"] == fam and r.get("bench") == bench and r.get(key) is not None),
+                key=lambda r: r["T"],
+            )
             if rs:
                 ax.plot([r["T"] for r in rs], [max(r[key], 1e-4) for r in rs], marker="o", label=labels.get(fam, fam))
         ax.set_xscale("log", base=2)
@@ -113,7 +126,7 @@ def plot_models(rows: list[dict[str, Any]], path: Path, title: str = "", labels:
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.suptitle(title)
     fig.tight_layout()

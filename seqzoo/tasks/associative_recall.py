@@ -48,7 +48,7 @@ class AssociativeRecall(Task):
         which = torch.randint(0, P, (n, 1), generator=g)  # (n, 1): a pair whose key is queried
         query = keys.gather(1, which)  # (n, 1)
         inputs = torch.empty(n, self.seq_len, dtype=torch.long)
-        inputs[:, 0:2 * P:2], inputs[:, 1:2 * P:2] = keys, values
+        inputs[:, 0 : 2 * P : 2], inputs[:, 1 : 2 * P : 2] = keys, values
         inputs[:, -2] = self.query_token
         inputs[:, -1:] = query
         targets = torch.full((n, self.seq_len), IGNORE_INDEX, dtype=torch.long)

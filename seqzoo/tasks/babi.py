@@ -35,8 +35,12 @@ NAMES = ("Mary", "John", "Daniel", "Sandra")
 ACTIONS = ("moved", "went", "went back", "journeyed", "travelled")
 PLACES = ("bathroom", "hallway", "garden", "office", "bedroom", "kitchen")  # label order 0..5
 QA5_ANSWERS = ("Bill", "Fred", "Jeff", "Mary", "apple", "football", "milk")
-TASK_FILES = {"reasoning": "qa4_two-arg-relations", "qa2": "qa2_two-supporting-facts",
-              "qa3": "qa3_three-supporting-facts", "qa5": "qa5_three-arg-relations"}
+TASK_FILES = {
+    "reasoning": "qa4_two-arg-relations",
+    "qa2": "qa2_two-supporting-facts",
+    "qa3": "qa3_three-supporting-facts",
+    "qa5": "qa5_three-arg-relations",
+}
 TASK_IDS = {"memorize": 0, "detect": 1, "reasoning": 2, "qa2": 3, "qa3": 4, "qa5": 5}
 SPLIT_IDS = {"train": 0, "valid": 1, "test": 2}
 NOISE_SPLITS = {"train": (0.0, 0.90), "valid": (0.90, 0.95), "test": (0.95, 1.0)}
@@ -79,8 +83,14 @@ def parse_babi(path: str | Path) -> list[QA]:
         if "\t" in text:
             q, ans, sup = text.split("\t")
             keep = {int(s) for s in sup.split()}
-            items.append(QA(story=tuple(s for _, s in story), support=tuple(s for i, s in story if i in keep),
-                            question=q.strip(), answer=ans.strip()))
+            items.append(
+                QA(
+                    story=tuple(s for _, s in story),
+                    support=tuple(s for i, s in story if i in keep),
+                    question=q.strip(),
+                    answer=ans.strip(),
+                )
+            )
         else:
             story.append((lid, text.strip()))
     return items
@@ -151,7 +161,7 @@ def noise_streams(noise_dir: str | Path, tokenizer, cache_dir: str | Path | None
             n = len(ids)
             if i:
                 stream += sep
-            stream += ids[int(lo * n):int(hi * n)]
+            stream += ids[int(lo * n) : int(hi * n)]
         out[split] = np.asarray(stream, dtype=np.int64)
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
@@ -167,11 +177,23 @@ def noise_streams(noise_dir: str | Path, tokenizer, cache_dir: str | Path | None
 class BabiMemory(Task):
     """RMT memory tasks; ``kind`` "cls" (``head="class"``, targets (n,)) or "lm" (``head="generate"``)."""
 
-    def __init__(self, task: str = "memorize", n_segments: int = 3, segment_size: int = 32, head: str = "class",
-                 placement: str = "segment_start", facts: str = "supporting", tokenizer: str = "gpt2",
-                 data_dir: str | Path | None = None, babi_dir: str | Path | None = None,
-                 noise_dir: str | Path | None = None, bpe_dir: str | Path | None = None, lang: str = "en-10k",
-                 remap: bool = True, cache_dir: str | Path | None = None):
+    def __init__(
+        self,
+        task: str = "memorize",
+        n_segments: int = 3,
+        segment_size: int = 32,
+        head: str = "class",
+        placement: str = "segment_start",
+        facts: str = "supporting",
+        tokenizer: str = "gpt2",
+        data_dir: str | Path | None = None,
+        babi_dir: str | Path | None = None,
+        noise_dir: str | Path | None = None,
+        bpe_dir: str | Path | None = None,
+        lang: str = "en-10k",
+        remap: bool = True,
+        cache_dir: str | Path | None = None,
+    ):
         if task not in TASK_IDS:
             raise ValueError(f"task must be one of {sorted(TASK_IDS)}, got {task!r}")
         if not isinstance(n_segments, int) or n_segments < 1:
@@ -279,8 +301,10 @@ class BabiMemory(Task):
         budget = N * L - len(tail)  # facts must end before the tail
         longest = max(len(f) for f in F)
         if len(tail) + longest > L:
-            raise ValueError(f"segment_size={L} is too small: question tail ({len(tail)} tokens) plus the longest fact "
-                             f"({longest}) must fit in one segment")
+            raise ValueError(
+                f"segment_size={L} is too small: question tail ({len(tail)} tokens) plus the longest fact "
+                f"({longest}) must fit in one segment"
+            )
         if nF > budget:
             raise ValueError(f"facts ({nF} tokens) do not fit in n_segments*segment_size - tail = {budget} tokens")
         if self.task == "memorize":
@@ -303,7 +327,7 @@ class BabiMemory(Task):
         j = 0
         for o, f in zip(offs, F):
             take = o - len(ids)
-            ids += noise[j:j + take]
+            ids += noise[j : j + take]
             j += take
             ids += f
         ids += noise[j:] + tail
@@ -313,9 +337,15 @@ class BabiMemory(Task):
             n_ans = len(self.encode(" Answer: " + answer)) - len(self.encode(" Answer:"))
             for t in range(N * L - n_ans - 1, N * L):  # answer tokens and eos
                 mask[t] = True
-        return {"input_ids": ids, "label": self.labels.index(answer), "answer": answer, "fact_offsets": offs,
-                "fact_segments": [o // L for o in offs], "labels_mask": mask, "n_answer_tokens": n_ans
-                if self.head == "generate" else 0}
+        return {
+            "input_ids": ids,
+            "label": self.labels.index(answer),
+            "answer": answer,
+            "fact_offsets": offs,
+            "fact_segments": [o // L for o in offs],
+            "labels_mask": mask,
+            "n_answer_tokens": n_ans if self.head == "generate" else 0,
+        }
 
     def build_samples(self, n: int, seed: int, split: str = "train") -> list[dict[str, Any]]:
         return [self.sample(split, i, seed) for i in range(n)]
@@ -335,10 +365,20 @@ class BabiMemory(Task):
         return x, y
 
     def config(self) -> dict[str, Any]:
-        return {"task": self.task, "n_segments": self.n_segments, "segment_size": self.segment_size,
-                "head": self.head, "placement": self.placement, "facts": self.facts, "tokenizer": self.tokenizer_kind,
-                "babi_dir": str(self.babi_dir), "noise_dir": str(self.noise_dir), "lang": self.lang,
-                "remap": self.remap, "vocab_size": self.vocab_size}
+        return {
+            "task": self.task,
+            "n_segments": self.n_segments,
+            "segment_size": self.segment_size,
+            "head": self.head,
+            "placement": self.placement,
+            "facts": self.facts,
+            "tokenizer": self.tokenizer_kind,
+            "babi_dir": str(self.babi_dir),
+            "noise_dir": str(self.noise_dir),
+            "lang": self.lang,
+            "remap": self.remap,
+            "vocab_size": self.vocab_size,
+        }
 
     def with_segments(self, n_segments: int) -> BabiMemory:
         """The same task (shared vocabulary and noise) at another number of segments."""

@@ -8,16 +8,17 @@ samples from the seed and the step number (infinite data, exactly reproducible o
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 
-TASKS: dict[str, type["Task"]] = {}
+TASKS: dict[str, type[Task]] = {}
 IGNORE_INDEX = -100
 SPLIT_OFFSETS = {"train": 0, "valid": 1_000_003, "test": 2_000_003}
 
 
-def register_task(name: str) -> Callable[[type["Task"]], type["Task"]]:
+def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
     def wrap(cls):
         if name in TASKS and TASKS[name] is not cls:
             raise ValueError(f"task {name!r} is already registered")
@@ -28,7 +29,7 @@ def register_task(name: str) -> Callable[[type["Task"]], type["Task"]]:
     return wrap
 
 
-def build_task(name: str, **kwargs: Any) -> "Task":
+def build_task(name: str, **kwargs: Any) -> Task:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
     return TASKS[name](**kwargs)

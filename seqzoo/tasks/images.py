@@ -46,8 +46,8 @@ def _read_idx(path: Path) -> torch.Tensor:
     zero, dtype, ndim = struct.unpack(">HBB", data[:4])
     if zero != 0 or dtype != 0x08:
         raise ValueError(f"{path} is not an unsigned-byte IDX file")
-    shape = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8).reshape(shape).long()
+    shape = struct.unpack(">" + "I" * ndim, data[4 : 4 + 4 * ndim])
+    return torch.frombuffer(bytearray(data[4 + 4 * ndim :]), dtype=torch.uint8).reshape(shape).long()
 
 
 def find_fashion_mnist(path: str | Path | None = None) -> Path:
@@ -55,8 +55,10 @@ def find_fashion_mnist(path: str | Path | None = None) -> Path:
     for c in cands:
         if c.is_dir() and list(c.rglob("train-images-idx3-ubyte.gz")):
             return next(c.rglob("train-images-idx3-ubyte.gz")).parent
-    raise FileNotFoundError(f"Fashion-MNIST IDX files not found in {[str(c) for c in cands]}; "
-                            "apt-get install dataset-fashion-mnist, or pass path=")
+    raise FileNotFoundError(
+        f"Fashion-MNIST IDX files not found in {[str(c) for c in cands]}; "
+        "apt-get install dataset-fashion-mnist, or pass path="
+    )
 
 
 class _ImageTask(Task):
@@ -115,6 +117,5 @@ class FashionMNIST(_ImageTask):
             ytr = _read_idx(d / "train-labels-idx1-ubyte.gz")
             xte = _read_idx(d / "t10k-images-idx3-ubyte.gz").reshape(-1, 784)
             yte = _read_idx(d / "t10k-labels-idx1-ubyte.gz")
-            self._cache = {"train": (xtr[:55000], ytr[:55000]), "valid": (xtr[55000:], ytr[55000:]),
-                           "test": (xte, yte)}
+            self._cache = {"train": (xtr[:55000], ytr[:55000]), "valid": (xtr[55000:], ytr[55000:]), "test": (xte, yte)}
         return self._cache

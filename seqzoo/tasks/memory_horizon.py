@@ -20,17 +20,32 @@ from .base import Task, register_task, split_seed
 
 @register_task("memory_horizon")
 class MemoryHorizon(Task):
-    def __init__(self, seq_len: int = 1024, n_resets: int = 3, max_input: int = 4, max_output: int = 50,
-                 modulus: int | None = None, train_size: int | None = 2000, test_size: int = 500):
-        for name, val, lo in (("seq_len", seq_len, 1), ("n_resets", n_resets, 0), ("max_input", max_input, 0),
-                              ("max_output", max_output, 1), ("test_size", test_size, 1)):
+    def __init__(
+        self,
+        seq_len: int = 1024,
+        n_resets: int = 3,
+        max_input: int = 4,
+        max_output: int = 50,
+        modulus: int | None = None,
+        train_size: int | None = 2000,
+        test_size: int = 500,
+    ):
+        for name, val, lo in (
+            ("seq_len", seq_len, 1),
+            ("n_resets", n_resets, 0),
+            ("max_input", max_input, 0),
+            ("max_output", max_output, 1),
+            ("test_size", test_size, 1),
+        ):
             if not isinstance(val, int) or isinstance(val, bool) or val < lo:
                 raise ValueError(f"memory_horizon: {name} must be an int >= {lo}, got {val!r}")
         if n_resets > seq_len:
             raise ValueError(f"memory_horizon: n_resets must be <= seq_len={seq_len}, got {n_resets}")
         modulus = max_output if modulus is None else modulus
         if not isinstance(modulus, int) or not 1 <= modulus <= max_output + 1:
-            raise ValueError(f"memory_horizon: modulus must be an int in [1, max_output + 1 = {max_output + 1}], got {modulus!r}")
+            raise ValueError(
+                f"memory_horizon: modulus must be an int in [1, max_output + 1 = {max_output + 1}], got {modulus!r}"
+            )
         if train_size is not None and (not isinstance(train_size, int) or train_size <= 0):
             raise ValueError(f"memory_horizon: train_size must be a positive int or None, got {train_size!r}")
         self.seq_len, self.n_resets, self.max_input, self.max_output = seq_len, n_resets, max_input, max_output
@@ -41,9 +56,15 @@ class MemoryHorizon(Task):
         self.vocab_size = max(self.input_vocab, self.n_classes)  # one table for a shared LM vocabulary
 
     def config(self):
-        return {"seq_len": self.seq_len, "n_resets": self.n_resets, "max_input": self.max_input,
-                "max_output": self.max_output, "modulus": self.modulus, "train_size": self.train_size,
-                "test_size": self.test_size}
+        return {
+            "seq_len": self.seq_len,
+            "n_resets": self.n_resets,
+            "max_input": self.max_input,
+            "max_output": self.max_output,
+            "modulus": self.modulus,
+            "train_size": self.train_size,
+            "test_size": self.test_size,
+        }
 
     def build(self, n: int, seed: int, split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
         inputs, targets, _ = self.build_with_spans(n, seed, split)
@@ -70,7 +91,7 @@ class MemoryHorizon(Task):
         NumPy (single-threaded), which is much faster than small torch ops on a busy machine.
         """
         if x.shape[0] > 32:  # blocks of samples: small temporaries stay in cache
-            parts = [self._targets(x[i:i + 32]) for i in range(0, x.shape[0], 32)]
+            parts = [self._targets(x[i : i + 32]) for i in range(0, x.shape[0], 32)]
             return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
         xn = x.numpy()
         n_s, L = xn.shape
@@ -95,4 +116,6 @@ class MemoryHorizon(Task):
 
     def fixed_splits(self, seed: int = 0):
         """The paper's fixed sets: ``train_size`` samples (split "train") and ``test_size`` (split "test")."""
-        return self.build_with_spans(self.train_size or 2000, seed, "train"), self.build_with_spans(self.test_size, seed, "test")
+        return self.build_with_spans(self.train_size or 2000, seed, "train"), self.build_with_spans(
+            self.test_size, seed, "test"
+        )

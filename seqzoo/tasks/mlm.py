@@ -21,9 +21,17 @@ from .text import TextLM
 
 @register_task("mlm")
 class MaskedLM(TextLM):
-    def __init__(self, path: str | list = "", seq_len: int = 128, tokenizer: str = "byte", bpe_dir: str | None = None,
-                 valid_fraction: float = 0.1, test_path: str | list | None = None, cache_dir: str | None = None,
-                 mask_prob: float = 0.3):
+    def __init__(
+        self,
+        path: str | list = "",
+        seq_len: int = 128,
+        tokenizer: str = "byte",
+        bpe_dir: str | None = None,
+        valid_fraction: float = 0.1,
+        test_path: str | list | None = None,
+        cache_dir: str | None = None,
+        mask_prob: float = 0.3,
+    ):
         if not 0.0 < mask_prob < 1.0:
             raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
         super().__init__(path, seq_len, tokenizer, bpe_dir, valid_fraction, test_path, cache_dir)

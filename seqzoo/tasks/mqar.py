@@ -17,8 +17,15 @@ from .base import IGNORE_INDEX, Task, register_task, split_seed
 
 @register_task("mqar")
 class MQAR(Task):
-    def __init__(self, vocab_size: int = 64, num_pairs: int = 8, seq_len: int = 64, num_queries: int | None = None,
-                 query_at_end: bool = False, train_size: int | None = None):
+    def __init__(
+        self,
+        vocab_size: int = 64,
+        num_pairs: int = 8,
+        seq_len: int = 64,
+        num_queries: int | None = None,
+        query_at_end: bool = False,
+        train_size: int | None = None,
+    ):
         num_queries = num_pairs if num_queries is None else num_queries
         n_keys = vocab_size // 2 - 1
         if vocab_size < 4:
@@ -29,13 +36,20 @@ class MQAR(Task):
             raise ValueError(f"num_queries must be in [1, num_pairs={num_pairs}], got {num_queries}")
         if seq_len < 2 * num_pairs + num_queries:
             raise ValueError(
-                f"seq_len must be >= 2*num_pairs + num_queries = {2 * num_pairs + num_queries}, got {seq_len}")
+                f"seq_len must be >= 2*num_pairs + num_queries = {2 * num_pairs + num_queries}, got {seq_len}"
+            )
         self.vocab_size, self.num_pairs, self.seq_len = vocab_size, num_pairs, seq_len
         self.num_queries, self.query_at_end, self.train_size = num_queries, query_at_end, train_size
 
     def config(self):
-        return {"vocab_size": self.vocab_size, "num_pairs": self.num_pairs, "seq_len": self.seq_len,
-                "num_queries": self.num_queries, "query_at_end": self.query_at_end, "train_size": self.train_size}
+        return {
+            "vocab_size": self.vocab_size,
+            "num_pairs": self.num_pairs,
+            "seq_len": self.seq_len,
+            "num_queries": self.num_queries,
+            "query_at_end": self.query_at_end,
+            "train_size": self.train_size,
+        }
 
     def build(self, n: int, seed: int, split: str = "train"):
         g = torch.Generator().manual_seed(split_seed(seed, split))
@@ -44,7 +58,7 @@ class MQAR(Task):
         values = torch.randint(half, self.vocab_size, (n, P), generator=g)  # (n, P)
         inputs = torch.zeros(n, T, dtype=torch.long)
         targets = torch.full((n, T), IGNORE_INDEX, dtype=torch.long)
-        inputs[:, 0:2 * P:2], inputs[:, 1:2 * P:2] = keys, values
+        inputs[:, 0 : 2 * P : 2], inputs[:, 1 : 2 * P : 2] = keys, values
         which = torch.rand(n, P, generator=g).argsort(-1)[:, :Q]  # (n, Q) queried pair indices
         region = T - 2 * P
         if self.query_at_end:

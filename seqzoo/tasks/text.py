@@ -67,8 +67,16 @@ def tokenize_to_memmap(paths: list[Path], tokenizer, cache_dir: str | Path | Non
 
 @register_task("text")
 class TextLM(Task):
-    def __init__(self, path: str | list = "", seq_len: int = 256, tokenizer: str = "byte", bpe_dir: str | None = None,
-                 valid_fraction: float = 0.1, test_path: str | list | None = None, cache_dir: str | None = None):
+    def __init__(
+        self,
+        path: str | list = "",
+        seq_len: int = 256,
+        tokenizer: str = "byte",
+        bpe_dir: str | None = None,
+        valid_fraction: float = 0.1,
+        test_path: str | list | None = None,
+        cache_dir: str | None = None,
+    ):
         if not path:
             raise ValueError("task 'text' needs path=: a text file, a directory of .txt files, or a list of them")
         if not 0.0 < valid_fraction < 1.0:
@@ -82,16 +90,27 @@ class TextLM(Task):
         tokens = tokenize_to_memmap(resolve_paths(path), self.tokenizer, cache_dir)
         cut = int(len(tokens) * (1 - valid_fraction))
         self._splits = {"train": tokens[:cut], "valid": tokens[cut:]}
-        self._splits["test"] = (tokenize_to_memmap(resolve_paths(test_path), self.tokenizer, cache_dir)
-                                if test_path else self._splits["valid"])
+        self._splits["test"] = (
+            tokenize_to_memmap(resolve_paths(test_path), self.tokenizer, cache_dir)
+            if test_path
+            else self._splits["valid"]
+        )
         for name, toks in self._splits.items():
             if len(toks) < seq_len + 1:
-                raise ValueError(f"the {name} split has {len(toks)} tokens, fewer than seq_len+1={seq_len + 1}; "
-                                 f"use a shorter seq_len or more text")
+                raise ValueError(
+                    f"the {name} split has {len(toks)} tokens, fewer than seq_len+1={seq_len + 1}; "
+                    f"use a shorter seq_len or more text"
+                )
 
     def config(self) -> dict[str, Any]:
-        return {"path": self.path, "seq_len": self.seq_len, "tokenizer": self.tokenizer_name, "bpe_dir": self.bpe_dir,
-                "valid_fraction": self.valid_fraction, "test_path": self.test_path}
+        return {
+            "path": self.path,
+            "seq_len": self.seq_len,
+            "tokenizer": self.tokenizer_name,
+            "bpe_dir": self.bpe_dir,
+            "valid_fraction": self.valid_fraction,
+            "test_path": self.test_path,
+        }
 
     def tokens(self, split: str) -> np.ndarray:
         split_seed(0, split)  # validates the name

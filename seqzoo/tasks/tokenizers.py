@@ -7,6 +7,7 @@ of lowest merge rank until none applies, and look the pieces up in ``encoder.jso
 
 from __future__ import annotations
 
+import itertools
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -33,7 +34,9 @@ class ByteTokenizer:
 @lru_cache(maxsize=1)
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character table."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars = keep[:]
     extra = 0
     for b in range(256):
@@ -78,7 +81,7 @@ class GPT2Tokenizer:
             return self._cache[word]
         parts = list(word)
         while len(parts) > 1:
-            ranked = [(self.ranks.get(pair, float("inf")), i) for i, pair in enumerate(zip(parts, parts[1:]))]
+            ranked = [(self.ranks.get(pair, float("inf")), i) for i, pair in enumerate(itertools.pairwise(parts))]
             rank, i = min(ranked)
             if rank == float("inf"):
                 break

@@ -5,4 +5,4 @@ from .curriculum import Curriculum, train_curriculum
 from .loop import train
 from .optim import build_optimizer, lr_factor, param_groups
 
-__all__ = ["Curriculum", "TrainConfig", "train_curriculum", "build_optimizer", "lr_factor", "param_groups", "train"]
+__all__ = ["Curriculum", "TrainConfig", "build_optimizer", "lr_factor", "param_groups", "train", "train_curriculum"]

@@ -53,7 +53,9 @@ class TrainConfig:
         if self.precision not in ("auto", "fp32", "bf16"):
             raise ValueError(f"TrainConfig.precision must be 'auto', 'fp32' or 'bf16', got {self.precision!r}")
         if self.distributed not in ("auto", "none", "ddp", "fsdp"):
-            raise ValueError(f"TrainConfig.distributed must be 'auto', 'none', 'ddp' or 'fsdp', got {self.distributed!r}")
+            raise ValueError(
+                f"TrainConfig.distributed must be 'auto', 'none', 'ddp' or 'fsdp', got {self.distributed!r}"
+            )
         if self.batch_size % self.grad_accum:
             raise ValueError(f"batch_size={self.batch_size} must be divisible by grad_accum={self.grad_accum}")
 
@@ -61,5 +63,5 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         return strict_from_dict(cls, d)

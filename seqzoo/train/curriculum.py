@@ -47,7 +47,7 @@ class Curriculum:
 
     @classmethod
     def naive(cls, n_segments: int, total_steps: int) -> Curriculum:
-        return cls(stages=[n_segments], steps_per_stage=total_steps, threshold=2.0, patience=10 ** 9)
+        return cls(stages=[n_segments], steps_per_stage=total_steps, threshold=2.0, patience=10**9)
 
     def batch_segments(self, stage: int, rng: np.random.Generator) -> int:
         """Segment count of one batch at stage index ``stage``."""
@@ -59,8 +59,8 @@ class Curriculum:
         if len(history) >= 2 and history[-1] >= self.threshold and history[-2] >= self.threshold:
             return True
         if len(history) > self.patience:
-            best_before = max(history[:-self.patience])
-            return max(history[-self.patience:]) <= best_before
+            best_before = max(history[: -self.patience])
+            return max(history[-self.patience :]) <= best_before
         return False
 
 
@@ -83,8 +83,9 @@ def lr_at(step: int, total: int, cfg: OptimConfig) -> float:
 
 
 @torch.no_grad()
-def evaluate_segments(model, task, n_segments: int, n_samples: int = 1000, seed: int = 0, split: str = "valid",
-                      batch_size: int = 128) -> dict[str, float]:
+def evaluate_segments(
+    model, task, n_segments: int, n_samples: int = 1000, seed: int = 0, split: str = "valid", batch_size: int = 128
+) -> dict[str, float]:
     """Accuracy at ``n_segments``: class accuracy, or exact match of all scored (answer + eos) tokens."""
     t = task.with_segments(n_segments)
     x, y = t.build(n_samples, seed, split)
@@ -94,7 +95,7 @@ def evaluate_segments(model, task, n_segments: int, n_samples: int = 1000, seed:
     model.eval()
     correct, loss_sum = 0, 0.0
     for i in range(0, n_samples, batch_size):
-        xb, yb = x[i:i + batch_size], y[i:i + batch_size]
+        xb, yb = x[i : i + batch_size], y[i : i + batch_size]
         out = model(xb, labels=yb)
         loss_sum += float(out.loss) * xb.shape[0]
         pred = out.logits.argmax(-1)
@@ -107,9 +108,18 @@ def evaluate_segments(model, task, n_segments: int, n_samples: int = 1000, seed:
     return {"accuracy": correct / n_samples, "loss": loss_sum / n_samples}
 
 
-def train_curriculum(model, task, curriculum: Curriculum, optim: OptimConfig | None = None, eval_every: int = 100,
-                     eval_samples: int = 500, seed: int = 0, out_dir: str | Path | None = None,
-                     log_all_lengths: bool = False, progress: bool = False) -> dict[str, Any]:
+def train_curriculum(
+    model,
+    task,
+    curriculum: Curriculum,
+    optim: OptimConfig | None = None,
+    eval_every: int = 100,
+    eval_samples: int = 500,
+    seed: int = 0,
+    out_dir: str | Path | None = None,
+    log_all_lengths: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Train through the stages; returns per-stage summaries. Writes ``curriculum.jsonl`` into ``out_dir``.
 
     Each stage: fresh AdamW + schedule, evaluation every ``eval_every`` steps at the stage's N (and at every
@@ -153,16 +163,33 @@ def train_curriculum(model, task, curriculum: Curriculum, optim: OptimConfig | N
             if not math.isfinite(loss_value):
                 raise FloatingPointError(f"loss became {loss_value} at stage N={N}, step {step + 1}")
             if (step + 1) % 10 == 0:
-                log({"stage": N, "step": step + 1, "global_step": global_step, "split": "train", "n_segments": n,
-                     "loss": loss_value, "time_s": round(time.time() - t0, 2)})
+                log(
+                    {
+                        "stage": N,
+                        "step": step + 1,
+                        "global_step": global_step,
+                        "split": "train",
+                        "n_segments": n,
+                        "loss": loss_value,
+                        "time_s": round(time.time() - t0, 2),
+                    }
+                )
             if (step + 1) % eval_every == 0 or step + 1 == budget:
                 lengths = range(1, N + 1) if log_all_lengths else [N]
                 accs = {}
                 for ne in lengths:
                     m = evaluate_segments(model, task, ne, eval_samples, seed)
                     accs[ne] = m["accuracy"]
-                    log({"stage": N, "step": step + 1, "global_step": global_step, "split": "valid",
-                         "n_segments": ne, **m})
+                    log(
+                        {
+                            "stage": N,
+                            "step": step + 1,
+                            "global_step": global_step,
+                            "split": "valid",
+                            "n_segments": ne,
+                            **m,
+                        }
+                    )
                 acc = accs[N]
                 history.append(acc)
                 if progress:
@@ -176,5 +203,10 @@ def train_curriculum(model, task, curriculum: Curriculum, optim: OptimConfig | N
         if best_state is not None:
             model.load_state_dict(best_state)
         summaries.append({"stage": N, "budget": budget, "steps": used, "best_valid_accuracy": best})
-    return {"stages": summaries, "total_steps": global_step, "time_s": round(time.time() - t0, 2),
-            "curriculum": asdict(curriculum), "optim": asdict(optim)}
+    return {
+        "stages": summaries,
+        "total_steps": global_step,
+        "time_s": round(time.time() - t0, 2),
+        "curriculum": asdict(curriculum),
+        "optim": asdict(optim),
+    }

@@ -20,11 +20,17 @@ from tqdm.auto import tqdm
 
 from ..eval.evaluate import evaluate, forward_logits, scored_loss_sum
 from ..tasks.base import IGNORE_INDEX, Task
-from .checkpoint import export_model
-from .checkpoint import CHECKPOINT_NAME, load_checkpoint, load_optimizer_state, save_checkpoint
+from .checkpoint import CHECKPOINT_NAME, export_model, load_checkpoint, load_optimizer_state, save_checkpoint
 from .config import TrainConfig
-from .distributed import (all_reduce_mean, init_distributed, launched_by_torchrun, shutdown_distributed, unwrap,
-                          world, wrap_model)
+from .distributed import (
+    all_reduce_mean,
+    init_distributed,
+    launched_by_torchrun,
+    shutdown_distributed,
+    unwrap,
+    world,
+    wrap_model,
+)
 from .optim import build_optimizer, set_lr
 
 
@@ -59,7 +65,7 @@ class BatchSource:
         per_epoch = max(1, n // B)
         epoch, k = divmod(step, per_epoch)
         g = torch.Generator().manual_seed(self.cfg.seed * 7919 + epoch)
-        idx = torch.randperm(n, generator=g)[k * B:(k + 1) * B]
+        idx = torch.randperm(n, generator=g)[k * B : (k + 1) * B]
         return self.fixed[0][idx], self.fixed[1][idx]
 
 
@@ -130,22 +136,35 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     if resume_state is not None:
         load_optimizer_state(train_model, optimizer, resume_state["optimizer"])
         torch.set_rng_state(resume_state["rng"])
-    log = MetricsLog(out / "metrics.jsonl" if (out is not None and main) else None,
-                     start_step if resume_state is not None else None)
+    log = MetricsLog(
+        out / "metrics.jsonl" if (out is not None and main) else None, start_step if resume_state is not None else None
+    )
 
     source = BatchSource(task, cfg)
     valid = task.build(cfg.eval_samples, cfg.seed, "valid")
     task_kind = getattr(task, "kind", "lm")
 
     def run_eval(step: int) -> dict[str, float]:
-        m = evaluate(unwrap(train_model) if kind == "ddp" else train_model, *valid,
-                     batch_size=cfg.eval_batch_size, kind=task_kind, device=device, autocast_dtype=amp)
+        m = evaluate(
+            unwrap(train_model) if kind == "ddp" else train_model,
+            *valid,
+            batch_size=cfg.eval_batch_size,
+            kind=task_kind,
+            device=device,
+            autocast_dtype=amp,
+        )
         rec = {"step": step, "split": "valid", "loss": m["loss"], "accuracy": m["accuracy"]}
         log.write(rec)
         return rec
 
-    bar = tqdm(total=cfg.steps, initial=start_step, disable=not (cfg.progress and main), desc="train",
-               dynamic_ncols=True, leave=True)
+    bar = tqdm(
+        total=cfg.steps,
+        initial=start_step,
+        disable=not (cfg.progress and main),
+        desc="train",
+        dynamic_ncols=True,
+        leave=True,
+    )
     t0 = time.time()
     last_eval: dict[str, float] = {}
     loss_value = float("nan")
@@ -159,7 +178,7 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
         step_loss = 0.0
         for a in range(cfg.grad_accum):
             lo = a * per_rank + rank * micro
-            x, y = xs[lo:lo + micro].to(device), ys[lo:lo + micro].to(device)
+            x, y = xs[lo : lo + micro].to(device), ys[lo : lo + micro].to(device)
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                 logits = forward_logits(train_model, x, task_kind)
             loss_sum, _ = scored_loss_sum(logits, y)
@@ -175,17 +194,31 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
             raise FloatingPointError(f"training loss became {loss_value} at step {step + 1}")
         done = step + 1
         if done % cfg.log_every == 0 or done == cfg.steps:
-            log.write({"step": done, "split": "train", "loss": loss_value, "lr": lr, "grad_norm": grad_norm,
-                       "time_s": round(time.time() - t0, 3)})
+            log.write(
+                {
+                    "step": done,
+                    "split": "train",
+                    "loss": loss_value,
+                    "lr": lr,
+                    "grad_norm": grad_norm,
+                    "time_s": round(time.time() - t0, 3),
+                }
+            )
         if cfg.eval_every and done % cfg.eval_every == 0 and done != cfg.steps:
             last_eval = run_eval(done)
         if cfg.ckpt_every and done % cfg.ckpt_every == 0 and out is not None:
             save_checkpoint(ckpt_path, train_model, optimizer, done, main)
         bar.update(1)
-        bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", **({"acc": f"{last_eval['accuracy']:.3f}"} if last_eval else {}))
+        bar.set_postfix(
+            loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", **({"acc": f"{last_eval['accuracy']:.3f}"} if last_eval else {})
+        )
     bar.close()
-    result: dict[str, Any] = {"step": stop_at, "train_loss": loss_value, "time_s": round(time.time() - t0, 3),
-                              "params": unwrap(model).num_parameters() if hasattr(unwrap(model), "num_parameters") else None}
+    result: dict[str, Any] = {
+        "step": stop_at,
+        "train_loss": loss_value,
+        "time_s": round(time.time() - t0, 3),
+        "params": unwrap(model).num_parameters() if hasattr(unwrap(model), "num_parameters") else None,
+    }
     if stop_at == cfg.steps:
         last_eval = run_eval(cfg.steps)
         result.update(valid_loss=last_eval["loss"], valid_accuracy=last_eval["accuracy"])

@@ -16,7 +16,9 @@ from .config import TrainConfig
 
 
 def param_groups(model: nn.Module, cfg: TrainConfig, overrides: dict[str, dict] | None = None) -> list[dict]:
-    overrides = overrides if overrides is not None else (model.optim_overrides() if hasattr(model, "optim_overrides") else {})
+    overrides = (
+        overrides if overrides is not None else (model.optim_overrides() if hasattr(model, "optim_overrides") else {})
+    )
     known = {n for n, _ in model.named_parameters()}
     stray = set(overrides) - known
     if stray:

@@ -74,7 +74,7 @@ class RunSpec:
     train: dict[str, Any]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
         unknown = set(d) - {"model", "task", "train"}
         if unknown:
             raise ValueError(f"unknown config section(s) {sorted(unknown)}; expected model, task, train")

@@ -21,17 +21,28 @@ def bf16_sqrt(d: int) -> float:
     return float(torch.tensor(math.sqrt(d), dtype=torch.float32, device="cpu").to(torch.bfloat16).float())
 
 
-def griffin_config(kind: str, vocab_size: int, d_model: int, d_rnn: int, n_layers: int, n_heads: int,
-                   head_dim: int | None = None, n_blocks: int = 16, window: int = 1024, mlp_hidden: int | None = None,
-                   embed_scale: float | None = None, logit_softcap: float | None = None,
-                   rope_fraction: float = 0.5, a_init: str = "code") -> ModelConfig:
+def griffin_config(
+    kind: str,
+    vocab_size: int,
+    d_model: int,
+    d_rnn: int,
+    n_layers: int,
+    n_heads: int,
+    head_dim: int | None = None,
+    n_blocks: int = 16,
+    window: int = 1024,
+    mlp_hidden: int | None = None,
+    embed_scale: float | None = None,
+    logit_softcap: float | None = None,
+    rope_fraction: float = 0.5,
+    a_init: str = "code",
+) -> ModelConfig:
     """``kind``: ``"griffin"`` (rglru, rglru, local_attention)*, ``"hawk"`` (all rglru) or ``"mqa"`` (global MQA)."""
     pattern = {"griffin": GRIFFIN_PATTERN, "hawk": ["rglru"], "mqa": ["attention"]}
     if kind not in pattern:
         raise ValueError(f"kind must be one of {sorted(pattern)}, got {kind!r}")
     head_dim = head_dim or d_model // n_heads
-    attn = {"n_heads": n_heads, "head_dim": head_dim, "n_kv_heads": 1, "rope_fraction": rope_fraction,
-            "out_bias": True}
+    attn = {"n_heads": n_heads, "head_dim": head_dim, "n_kv_heads": 1, "rope_fraction": rope_fraction, "out_bias": True}
     mixer_kwargs = {}
     if kind in ("griffin", "hawk"):
         mixer_kwargs["rglru"] = {"d_rnn": d_rnn, "n_blocks": n_blocks, "a_init": a_init}
@@ -40,9 +51,20 @@ def griffin_config(kind: str, vocab_size: int, d_model: int, d_rnn: int, n_layer
     if kind == "mqa":
         mixer_kwargs["attention"] = attn
     return ModelConfig(
-        vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, pattern=pattern[kind], mixer_kwargs=mixer_kwargs,
-        block="griffin", norm="rmsnorm", norm_eps=1e-6, mlp="gelu_tanh_gated", mlp_hidden=mlp_hidden or 3 * d_model,
-        mlp_bias=True, tie_embeddings=True, embed_init_std=d_model ** -0.5, embed_scale=embed_scale,
+        vocab_size=vocab_size,
+        d_model=d_model,
+        n_layers=n_layers,
+        pattern=pattern[kind],
+        mixer_kwargs=mixer_kwargs,
+        block="griffin",
+        norm="rmsnorm",
+        norm_eps=1e-6,
+        mlp="gelu_tanh_gated",
+        mlp_hidden=mlp_hidden or 3 * d_model,
+        mlp_bias=True,
+        tie_embeddings=True,
+        embed_init_std=d_model**-0.5,
+        embed_scale=embed_scale,
         logit_softcap=logit_softcap,
     )
 
@@ -85,8 +107,11 @@ def _register_paper(kind: str, size: str, dims: tuple[int, int, int, int]) -> No
     def make():
         return griffin_config(kind, PAPER_VOCAB, D, R, depth, heads, head_dim=128, n_blocks=16, window=1024)
 
-    register_preset(f"{kind}-{size}", "griffin", f"{kind} at the Griffin paper's {size} size "
-                    f"(D={D}, D_RNN={R}, depth {depth}, {heads} heads x 128)")(make)
+    register_preset(
+        f"{kind}-{size}",
+        "griffin",
+        f"{kind} at the Griffin paper's {size} size (D={D}, D_RNN={R}, depth {depth}, {heads} heads x 128)",
+    )(make)
 
 
 for _kind in ("hawk", "griffin", "mqa"):
@@ -97,14 +122,38 @@ for _kind in ("hawk", "griffin", "mqa"):
 # ---------------------------------------------------------------- reference presets (recurrentgemma)
 @register_preset("recurrentgemma-2b", "griffin", "RecurrentGemma-2B: 26 layers (18 rec / 8 local MQA), D 2560")
 def recurrentgemma_2b():
-    return griffin_config("griffin", 256_000, 2560, 2560, 26, 10, head_dim=256, n_blocks=10, window=2048,
-                          mlp_hidden=7680, embed_scale=bf16_sqrt(2560), logit_softcap=30.0)
+    return griffin_config(
+        "griffin",
+        256_000,
+        2560,
+        2560,
+        26,
+        10,
+        head_dim=256,
+        n_blocks=10,
+        window=2048,
+        mlp_hidden=7680,
+        embed_scale=bf16_sqrt(2560),
+        logit_softcap=30.0,
+    )
 
 
 @register_preset("recurrentgemma-9b", "griffin", "RecurrentGemma-9B: 38 layers (26 rec / 12 local MQA), D 4096")
 def recurrentgemma_9b():
-    return griffin_config("griffin", 256_000, 4096, 4096, 38, 16, head_dim=256, n_blocks=16, window=2048,
-                          mlp_hidden=12288, embed_scale=bf16_sqrt(4096), logit_softcap=30.0)
+    return griffin_config(
+        "griffin",
+        256_000,
+        4096,
+        4096,
+        38,
+        16,
+        head_dim=256,
+        n_blocks=16,
+        window=2048,
+        mlp_hidden=12288,
+        embed_scale=bf16_sqrt(4096),
+        logit_softcap=30.0,
+    )
 
 
 @register_preset("griffin-paper-7b", "griffin", "Griffin 7B as built by the reference code (nb = heads = 32)")

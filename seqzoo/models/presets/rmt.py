@@ -18,30 +18,64 @@ RMT_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-@register_preset("rmt-tiny", "rmt", "RMT CPU encoder backbone: 2 x 64, 4 heads, MLP 256, bidirectional (spec §8)",
-                 kind="encoder")
+@register_preset(
+    "rmt-tiny", "rmt", "RMT CPU encoder backbone: 2 x 64, 4 heads, MLP 256, bidirectional (spec §8)", kind="encoder"
+)
 def rmt_tiny():
-    return ModelConfig(vocab_size=256, d_model=64, n_layers=2, pattern=["attention"],
-                       mixer_kwargs={"attention": {"n_heads": 4}}, mlp="gelu", mlp_ratio=4.0, dropout=0.0)
+    return ModelConfig(
+        vocab_size=256,
+        d_model=64,
+        n_layers=2,
+        pattern=["attention"],
+        mixer_kwargs={"attention": {"n_heads": 4}},
+        mlp="gelu",
+        mlp_ratio=4.0,
+        dropout=0.0,
+    )
 
 
 @register_preset("rmt-tiny-decoder", "rmt", "RMT CPU causal backbone: 2 x 64, 4 heads, MLP 256 (read/write memory)")
 def rmt_tiny_decoder():
-    return ModelConfig(vocab_size=256, d_model=64, n_layers=2, pattern=["attention"],
-                       mixer_kwargs={"attention": {"n_heads": 4}}, mlp="gelu", mlp_ratio=4.0, dropout=0.0)
+    return ModelConfig(
+        vocab_size=256,
+        d_model=64,
+        n_layers=2,
+        pattern=["attention"],
+        mixer_kwargs={"attention": {"n_heads": 4}},
+        mlp="gelu",
+        mlp_ratio=4.0,
+        dropout=0.0,
+    )
 
 
-@register_preset("rmt-bert-base", "rmt", "BERT-base-sized bidirectional backbone (12 x 768); RMT m=10, L=499",
-                 kind="encoder")
+@register_preset(
+    "rmt-bert-base", "rmt", "BERT-base-sized bidirectional backbone (12 x 768); RMT m=10, L=499", kind="encoder"
+)
 def rmt_bert_base():
-    return ModelConfig(vocab_size=28996, d_model=768, n_layers=12, pattern=["attention"],
-                       mixer_kwargs={"attention": {"n_heads": 12}}, mlp="gelu", mlp_ratio=4.0, dropout=0.1)
+    return ModelConfig(
+        vocab_size=28996,
+        d_model=768,
+        n_layers=12,
+        pattern=["attention"],
+        mixer_kwargs={"attention": {"n_heads": 12}},
+        mlp="gelu",
+        mlp_ratio=4.0,
+        dropout=0.1,
+    )
 
 
 @register_preset("rmt-gpt2-small", "rmt", "GPT-2-small-sized causal backbone (12 x 768); RMT m=16, L=512")
 def rmt_gpt2_small():
-    return ModelConfig(vocab_size=50257, d_model=768, n_layers=12, pattern=["attention"],
-                       mixer_kwargs={"attention": {"n_heads": 12}}, mlp="gelu", mlp_ratio=4.0, dropout=0.1)
+    return ModelConfig(
+        vocab_size=50257,
+        d_model=768,
+        n_layers=12,
+        pattern=["attention"],
+        mixer_kwargs={"attention": {"n_heads": 12}},
+        mlp="gelu",
+        mlp_ratio=4.0,
+        dropout=0.1,
+    )
 
 
 def build_rmt(name: str, rmt_overrides: dict[str, Any] | None = None, **model_overrides: Any):

@@ -11,7 +11,7 @@ each block's index and therefore cannot happen inside a mixer constructor.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -36,42 +36,100 @@ def _round_up_7b(x: float, multiple: int = 64) -> int:
     return int(((x + multiple - 1) // multiple) * multiple)
 
 
-def xlstm_config(d_model: int, n_layers: int, slstm_at: Iterable[int] = (), vocab_size: int = GPT2_VOCAB_PADDED,
-                 mlstm_heads: int = 4, slstm_heads: int = 4, ffn_factor: float = 1.3, chunk_size: int = 64,
-                 conv_kernel: int = 4, dropout: float = 0.0, slstm_impl: str = "fused", **mlstm_kwargs) -> ModelConfig:
+def xlstm_config(
+    d_model: int,
+    n_layers: int,
+    slstm_at: Iterable[int] = (),
+    vocab_size: int = GPT2_VOCAB_PADDED,
+    mlstm_heads: int = 4,
+    slstm_heads: int = 4,
+    ffn_factor: float = 1.3,
+    chunk_size: int = 64,
+    conv_kernel: int = 4,
+    dropout: float = 0.0,
+    slstm_impl: str = "fused",
+    **mlstm_kwargs,
+) -> ModelConfig:
     """NeurIPS xLSTM stack: ``slstm_at`` lists the 0-based sLSTM block indices, every other block is mLSTM."""
-    slstm_at = sorted(set(int(i) for i in slstm_at))
+    slstm_at = sorted({int(i) for i in slstm_at})
     if any(i < 0 or i >= n_layers for i in slstm_at):
         raise ValueError(f"slstm_at must hold block indices in [0, {n_layers}), got {slstm_at}")
     pattern = ["slstm" if i in slstm_at else "mlstm" for i in range(n_layers)]
     return ModelConfig(
-        vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, pattern=pattern,
+        vocab_size=vocab_size,
+        d_model=d_model,
+        n_layers=n_layers,
+        pattern=pattern,
         mixer_kwargs={
-            "mlstm": {"num_heads": mlstm_heads, "chunk_size": chunk_size, "conv_kernel": conv_kernel,
-                      "num_blocks": n_layers, "dropout": dropout, **mlstm_kwargs},
-            "slstm": {"num_heads": slstm_heads, "conv_kernel": conv_kernel, "num_blocks": n_layers,
-                      "impl": slstm_impl, "dropout": dropout},
+            "mlstm": {
+                "num_heads": mlstm_heads,
+                "chunk_size": chunk_size,
+                "conv_kernel": conv_kernel,
+                "num_blocks": n_layers,
+                "dropout": dropout,
+                **mlstm_kwargs,
+            },
+            "slstm": {
+                "num_heads": slstm_heads,
+                "conv_kernel": conv_kernel,
+                "num_blocks": n_layers,
+                "impl": slstm_impl,
+                "dropout": dropout,
+            },
         },
-        block_kwargs={"mlstm": {"mlp": "none"},
-                      "slstm": {"mlp": "geglu", "mlp_hidden": _round_up(ffn_factor * d_model)}},
-        norm="layernorm_nobias", norm_eps=1e-5, mlp="none", mlp_bias=False, dropout=dropout,
-        tie_embeddings=False, embed_init_std=math.sqrt(2.0 / (5.0 * d_model)),
+        block_kwargs={
+            "mlstm": {"mlp": "none"},
+            "slstm": {"mlp": "geglu", "mlp_hidden": _round_up(ffn_factor * d_model)},
+        },
+        norm="layernorm_nobias",
+        norm_eps=1e-5,
+        mlp="none",
+        mlp_bias=False,
+        dropout=dropout,
+        tie_embeddings=False,
+        embed_init_std=math.sqrt(2.0 / (5.0 * d_model)),
         extra={"family": "xlstm", "variant": "neurips", "slstm_at": slstm_at},
     )
 
 
-def xlstm7b_config(d_model: int = 4096, n_layers: int = 32, num_heads: int = 8, vocab_size: int = GPT2_VOCAB_PADDED,
-                   chunk_size: int = 64, ffn_factor: float = 2.6667, qk_dim_factor: float = 0.5,
-                   v_dim_factor: float = 1.0, gate_soft_cap: float = 15.0, logit_soft_cap: float = 30.0) -> ModelConfig:
+def xlstm7b_config(
+    d_model: int = 4096,
+    n_layers: int = 32,
+    num_heads: int = 8,
+    vocab_size: int = GPT2_VOCAB_PADDED,
+    chunk_size: int = 64,
+    ffn_factor: float = 2.6667,
+    qk_dim_factor: float = 0.5,
+    v_dim_factor: float = 1.0,
+    gate_soft_cap: float = 15.0,
+    logit_soft_cap: float = 30.0,
+) -> ModelConfig:
     """Simplified 7B-style stack (spec §6.4): mLSTM layer + SwiGLU per block, RMSNorm, soft caps."""
     return ModelConfig(
-        vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, pattern=["mlstm"],
-        mixer_kwargs={"mlstm": {"variant": "7b", "num_heads": num_heads, "chunk_size": chunk_size,
-                                "qk_dim_factor": qk_dim_factor, "v_dim_factor": v_dim_factor,
-                                "gate_soft_cap": gate_soft_cap, "num_blocks": n_layers, "norm_eps": 1e-6}},
+        vocab_size=vocab_size,
+        d_model=d_model,
+        n_layers=n_layers,
+        pattern=["mlstm"],
+        mixer_kwargs={
+            "mlstm": {
+                "variant": "7b",
+                "num_heads": num_heads,
+                "chunk_size": chunk_size,
+                "qk_dim_factor": qk_dim_factor,
+                "v_dim_factor": v_dim_factor,
+                "gate_soft_cap": gate_soft_cap,
+                "num_blocks": n_layers,
+                "norm_eps": 1e-6,
+            }
+        },
         block_kwargs={"mlstm": {"mlp": "swiglu", "mlp_hidden": _round_up_7b(ffn_factor * d_model)}},
-        norm="rmsnorm", norm_eps=1e-6, mlp="swiglu", tie_embeddings=False, logit_softcap=logit_soft_cap,
-        embed_init_std=math.sqrt(2.0 / (5.0 * d_model)), extra={"family": "xlstm", "variant": "7b"},
+        norm="rmsnorm",
+        norm_eps=1e-6,
+        mlp="swiglu",
+        tie_embeddings=False,
+        logit_softcap=logit_soft_cap,
+        embed_init_std=math.sqrt(2.0 / (5.0 * d_model)),
+        extra={"family": "xlstm", "variant": "7b"},
     )
 
 
@@ -107,15 +165,21 @@ def xlstm_init_(model) -> None:
 
 
 # --------------------------------------------------------------------------- paper sizes (spec §6.3 table)
-_SIZES = {"125m": (768, 24, SLSTM_AT_24), "350m": (1024, 48, SLSTM_AT_48), "760m": (1536, 48, SLSTM_AT_48),
-          "1.3b": (2048, 48, SLSTM_AT_48)}
+_SIZES = {
+    "125m": (768, 24, SLSTM_AT_24),
+    "350m": (1024, 48, SLSTM_AT_48),
+    "760m": (1536, 48, SLSTM_AT_48),
+    "1.3b": (2048, 48, SLSTM_AT_48),
+}
 
 
 def _register_paper(size: str, d: int, n: int, at: list[int]) -> None:
     register_preset(f"xlstm71-{size}", "xlstm", f"xLSTM[7:1] {size} (NeurIPS): D={d}, {n} blocks, sLSTM at {at}")(
-        lambda: xlstm_config(d, n, at))
+        lambda: xlstm_config(d, n, at)
+    )
     register_preset(f"xlstm10-{size}", "xlstm", f"xLSTM[1:0] {size} (NeurIPS, mLSTM only): D={d}, {n} blocks")(
-        lambda: xlstm_config(d, n, ()))
+        lambda: xlstm_config(d, n, ())
+    )
 
 
 for _size, (_d, _n, _at) in _SIZES.items():

@@ -16,13 +16,24 @@ import torch
 from . import fft as _fft
 from . import naive as _naive
 from .fft import rfft
-from .naive import direct_conv, dft_matrix, irfft_naive, rfft_naive, spectral_conv_naive
+from .naive import dft_matrix, direct_conv, irfft_naive, rfft_naive, spectral_conv_naive
 
 PADDINGS = ("circular", "linear")
 IMPLS = ("auto", "fft", "direct")
 
-__all__ = ["IMPLS", "PADDINGS", "dft_matrix", "direct_conv", "fftconv", "irfft_naive", "rfft", "rfft_naive",
-           "spectral_conv", "spectral_conv_naive", "fft_size"]
+__all__ = [
+    "IMPLS",
+    "PADDINGS",
+    "dft_matrix",
+    "direct_conv",
+    "fft_size",
+    "fftconv",
+    "irfft_naive",
+    "rfft",
+    "rfft_naive",
+    "spectral_conv",
+    "spectral_conv_naive",
+]
 
 
 def fft_size(T: int, padding: str) -> int:
@@ -53,14 +64,17 @@ def fftconv(x: torch.Tensor, h: torch.Tensor, padding: str = "circular", impl: s
     _check_choice("padding", padding, PADDINGS)
     _check_choice("impl", impl, IMPLS)
     if not isinstance(h, torch.Tensor) or not h.is_floating_point():
-        raise TypeError(f"h must be a real floating-point tensor of shape (C, T) or (B, C, T), got "
-                        f"{getattr(h, 'dtype', type(h).__name__)}")
+        raise TypeError(
+            f"h must be a real floating-point tensor of shape (C, T) or (B, C, T), got "
+            f"{getattr(h, 'dtype', type(h).__name__)}"
+        )
     B, C, T = x.shape
     if h.dim() not in (2, 3):
         raise ValueError(f"h must have shape (C={C}, T={T}) or (B={B}, C={C}, T={T}), got {tuple(h.shape)}")
     if h.shape[-1] != T:
-        raise ValueError(f"kernel length mismatch: h has {h.shape[-1]} taps but x has T = {T} steps "
-                         f"(zero-pad the kernel to T)")
+        raise ValueError(
+            f"kernel length mismatch: h has {h.shape[-1]} taps but x has T = {T} steps (zero-pad the kernel to T)"
+        )
     if h.shape[-2] != C or (h.dim() == 3 and h.shape[0] != B):
         raise ValueError(f"h must have shape (C={C}, T={T}) or (B={B}, C={C}, T={T}), got {tuple(h.shape)}")
     if impl == "direct":

@@ -48,7 +48,7 @@ def irfft_naive(X: torch.Tensor, n: int) -> torch.Tensor:
     X[..., 0] = X[..., 0].real.to(X.dtype)
     if n % 2 == 0:
         X[..., -1] = X[..., -1].real.to(X.dtype)
-    rest = X[..., 1:n - F + 1].flip(-1).conj()  # bins n-1 .. F  <- conj of 1 .. n-F
+    rest = X[..., 1 : n - F + 1].flip(-1).conj()  # bins n-1 .. F  <- conj of 1 .. n-F
     full = torch.cat([X, rest], dim=-1)  # (..., n)
     M = dft_matrix(n, n, X.dtype, X.device).conj()  # (n, n), exp(+2 pi i w t / n)
     return (full @ M.transpose(0, 1)).real / n

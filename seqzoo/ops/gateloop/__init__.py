@@ -27,8 +27,18 @@ from .common import check_inputs
 from .naive import gateloop_naive
 from .scan import SCANS, gateloop_scan
 
-IMPLS = ("auto", "naive", "hillis_steele", "blelloch", "two_level", "torch_hop", "attention", "naive_unsafe",
-         "chunkwise", "triton")
+IMPLS = (
+    "auto",
+    "naive",
+    "hillis_steele",
+    "blelloch",
+    "two_level",
+    "torch_hop",
+    "attention",
+    "naive_unsafe",
+    "chunkwise",
+    "triton",
+)
 
 
 def resolve_impl(T: int, K: int, V: int, impl: str = "auto") -> str:
@@ -63,5 +73,14 @@ def gateloop_op(q, k, v, log_mag, phase=None, state=None, impl: str = "auto", ch
         return gateloop_chunkwise(q, k, v, log_mag, phase, state, chunk_size=chunk_size)
 
 
-__all__ = ["IMPLS", "SCANS", "gateloop_attention", "gateloop_attention_unsafe", "gateloop_chunkwise", "gateloop_naive",
-           "gateloop_op", "gateloop_scan", "resolve_impl"]
+__all__ = [
+    "IMPLS",
+    "SCANS",
+    "gateloop_attention",
+    "gateloop_attention_unsafe",
+    "gateloop_chunkwise",
+    "gateloop_naive",
+    "gateloop_op",
+    "gateloop_scan",
+    "resolve_impl",
+]

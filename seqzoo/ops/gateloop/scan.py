@@ -48,7 +48,7 @@ def _blelloch(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
         return a, b
     n2 = T // 2
     # combine neighbours (2i, 2i+1): the pair ends at the odd position 2i+1
-    a_pair, b_pair = _combine(a[:, 0:2 * n2:2], b[:, 0:2 * n2:2], a[:, 1:2 * n2:2], b[:, 1:2 * n2:2])
+    a_pair, b_pair = _combine(a[:, 0 : 2 * n2 : 2], b[:, 0 : 2 * n2 : 2], a[:, 1 : 2 * n2 : 2], b[:, 1 : 2 * n2 : 2])
     a_odd, b_odd = _blelloch(a_pair, b_pair)  # prefixes ending at 1, 3, 5, ...  (B, n2, ...)
     # even position 2i (i >= 1) = prefix ending at 2i-1 • e_{2i}; position 0 is its own prefix
     n_even = (T + 1) // 2

@@ -68,15 +68,14 @@ def _chunks(qs, kk, vv, ig, phi, state, L: int, eps: float):
     return rearrange(h, "b h n l v -> b (n l) h v"), (C, n, m)
 
 
-def mlstm_chunkwise(q, k, v, i, f, state=None, chunk_size: int = 64, eps: float = 1e-6,
-                    forget_gate: str = "sigmoid"):
+def mlstm_chunkwise(q, k, v, i, f, state=None, chunk_size: int = 64, eps: float = 1e-6, forget_gate: str = "sigmoid"):
     """``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)`` -> ``h (B, T, H, V)``, final ``(C, n, m)``."""
     B, T, H, K, V = check_inputs(q, k, v, i, f, state, forget_gate, eps)
     if not isinstance(chunk_size, int) or chunk_size <= 0:
         raise ValueError(f"mlstm: chunk_size must be a positive int, got {chunk_size!r}")
     ct = compute_dtype(q.dtype)
     st = zero_state(B, H, K, V, ct, q.device) if state is None else tuple(s.to(ct) for s in state)
-    qs = q.to(ct) * K ** -0.5
+    qs = q.to(ct) * K**-0.5
     kk, vv, ig = k.to(ct), v.to(ct), i.to(ct)
     phi = log_forget(f.to(ct), forget_gate)
     L = min(chunk_size, T)

@@ -16,7 +16,7 @@ def mlstm_naive_recurrent(q, k, v, i, f, state=None, eps: float = 1e-6, forget_g
     B, T, H, K, V = check_inputs(q, k, v, i, f, state, forget_gate, eps)
     ct = compute_dtype(q.dtype)
     C, n, m = zero_state(B, H, K, V, ct, q.device) if state is None else (s.to(ct) for s in state)
-    scale = K ** -0.5
+    scale = K**-0.5
     hs = []
     for t in range(T):
         qt = q[:, t].to(ct) * scale  # (B, H, K)
@@ -49,12 +49,12 @@ def mlstm_naive_parallel(q, k, v, i, f, eps: float = 1e-6, forget_gate: str = "s
             if b > a:
                 cols.append(torch.full_like(ig[..., 0], float("-inf")))
             else:
-                cols.append(phi[..., b + 1:a + 1].sum(-1) + ig[..., b])  # F_ab + i_b
+                cols.append(phi[..., b + 1 : a + 1].sum(-1) + ig[..., b])  # F_ab + i_b
         rows.append(torch.stack(cols, -1))
     Dt = torch.stack(rows, -2)  # (B, H, T, T)
     m = Dt.max(-1, keepdim=True).values
     D = torch.exp(Dt - m)
-    qs = q.to(ct).transpose(1, 2) * K ** -0.5  # (B, H, T, K)
+    qs = q.to(ct).transpose(1, 2) * K**-0.5  # (B, H, T, K)
     Ct = (qs @ k.to(ct).transpose(1, 2).transpose(-1, -2)) * D  # (B, H, T, T)
     b = Ct.sum(-1, keepdim=True)
     h = (Ct / (torch.maximum(b.abs(), torch.exp(-m)) + eps)) @ v.to(ct).transpose(1, 2)  # (B, H, T, V)

@@ -32,7 +32,7 @@ def mlstm_parallel(q, k, v, i, f, state=None, eps: float = 1e-6, forget_gate: st
     B, T, H, K, V = check_inputs(q, k, v, i, f, state, forget_gate, eps)
     ct = compute_dtype(q.dtype)
     C0, n0, m0 = zero_state(B, H, K, V, ct, q.device) if state is None else (s.to(ct) for s in state)
-    qs = rearrange(q.to(ct), "b t h k -> b h t k") * K ** -0.5
+    qs = rearrange(q.to(ct), "b t h k -> b h t k") * K**-0.5
     kk = rearrange(k.to(ct), "b t h k -> b h t k")
     vv = rearrange(v.to(ct), "b t h v -> b h t v")
     ig = rearrange(i.to(ct), "b t h -> b h t")

@@ -35,7 +35,7 @@ def mlstm_recurrent(q, k, v, i, f, state=None, eps: float = 1e-6, forget_gate: s
     B, T, H, K, V = check_inputs(q, k, v, i, f, state, forget_gate, eps)
     ct = compute_dtype(q.dtype)
     st = zero_state(B, H, K, V, ct, q.device) if state is None else tuple(s.to(ct) for s in state)
-    qs = q.to(ct) * K ** -0.5
+    qs = q.to(ct) * K**-0.5
     kc, vc, ic = k.to(ct), v.to(ct), i.to(ct)
     phi = log_forget(f.to(ct), forget_gate)  # (B, T, H)
     hs = []

@@ -25,8 +25,9 @@ def _triton_ok(x: torch.Tensor) -> bool:
     return x.is_cuda and x.dtype in (torch.float32, torch.bfloat16, torch.float16) and usable_on(x.device)
 
 
-def linear_scan(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None, impl: str = "auto",
-                chunk: int | None = None):
+def linear_scan(
+    a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None, impl: str = "auto", chunk: int | None = None
+):
     """``a, b (B, T, R)``, ``h0 (B, R)`` -> ``h (B, T, R)``, ``h_T (B, R)`` (accumulation dtype)."""
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
@@ -43,8 +44,9 @@ def linear_scan(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None
     return linear_scan_chunked(a, b, h0, chunk)
 
 
-def rglru(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0, impl: str = "auto",
-          chunk: int | None = None):
+def rglru(
+    x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0, impl: str = "auto", chunk: int | None = None
+):
     """RG-LRU over ``x (B, T, R)`` given gate pre-activations ``(B, T, R)``, ``a_param (R)``, ``reset (B, T)`` bool.
 
     Returns ``y (B, T, R)`` in x's dtype and the final state ``h (B, R)`` in fp32 (fp64 for fp64 input).
@@ -61,5 +63,16 @@ def rglru(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0, impl:
     return h.to(x.dtype), h_last
 
 
-__all__ = ["IMPLS", "SqrtBoundDerivative", "acc_dtype", "default_chunk", "linear_scan", "linear_scan_chunked",
-           "linear_scan_naive", "rglru", "rglru_gates", "rglru_naive", "sqrt_bound_derivative"]
+__all__ = [
+    "IMPLS",
+    "SqrtBoundDerivative",
+    "acc_dtype",
+    "default_chunk",
+    "linear_scan",
+    "linear_scan_chunked",
+    "linear_scan_naive",
+    "rglru",
+    "rglru_gates",
+    "rglru_naive",
+    "sqrt_bound_derivative",
+]

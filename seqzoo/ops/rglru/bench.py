@@ -59,9 +59,11 @@ def run(B=4, T=2048, R=512, threads=1, repeats=5, seed=0, impls=("reference_loop
         xg = x.clone().requires_grad_(True)
 
         def fwd_bwd(fn=label):
-            y = {"reference_loop": lambda: _scan_ref(xg, gx, ga, ap, reset),
-                 "naive": lambda: rglru(xg, gx, ga, ap, reset, impl="naive"),
-                 "scan": lambda: rglru(xg, gx, ga, ap, reset, impl="scan")}[fn]()[0]
+            y = {
+                "reference_loop": lambda: _scan_ref(xg, gx, ga, ap, reset),
+                "naive": lambda: rglru(xg, gx, ga, ap, reset, impl="naive"),
+                "scan": lambda: rglru(xg, gx, ga, ap, reset, impl="scan"),
+            }[fn]()[0]
             y.sum().backward()
 
         res[f"{label}_fwdbwd_ms"] = round(1e3 * _best(fwd_bwd, max(2, repeats // 2)), 2)

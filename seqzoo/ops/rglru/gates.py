@@ -27,7 +27,9 @@ def check_rglru_inputs(x, gate_x, gate_a, a_param, reset=None) -> None:
     if a_param.shape != x.shape[-1:]:
         raise ValueError(f"a_param must have shape ({x.shape[-1]},), got {tuple(a_param.shape)}")
     if reset is not None and (reset.shape != x.shape[:2] or reset.dtype != torch.bool):
-        raise ValueError(f"reset must be a bool tensor of shape {tuple(x.shape[:2])}, got {reset.dtype} {tuple(reset.shape)}")
+        raise ValueError(
+            f"reset must be a bool tensor of shape {tuple(x.shape[:2])}, got {reset.dtype} {tuple(reset.shape)}"
+        )
 
 
 class SqrtBoundDerivative(torch.autograd.Function):

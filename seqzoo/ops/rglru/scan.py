@@ -22,7 +22,7 @@ from .naive import acc_dtype
 
 def default_chunk(T: int) -> int:
     """Chunk length ≈ √T (balances the in-chunk and the carry loop), at least 8."""
-    return max(8, int(math.ceil(math.sqrt(T))))
+    return max(8, math.ceil(math.sqrt(T)))
 
 
 def _chunked_scan(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None, chunk: int | None) -> torch.Tensor:

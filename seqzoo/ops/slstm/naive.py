@@ -1,9 +1,9 @@
 """The obvious sLSTM loop (spec §4), the reference every fast path is tested against.
 
-    g = wx_t + R h_{t-1}  (block-diagonal per head and gate);  (i, f, z, o) = g
-    m_t = max(i, logsigmoid(f) + m_{t-1})   (m_t = i where n_{t-1} == 0: the first step)
-    i' = exp(i - m_t), f' = exp(logsigmoid(f) + m_{t-1} - m_t)
-    c_t = f' c + i' tanh(z);  n_t = f' n + i';  h_t = sigmoid(o) c_t / n_t
+g = wx_t + R h_{t-1}  (block-diagonal per head and gate);  (i, f, z, o) = g
+m_t = max(i, logsigmoid(f) + m_{t-1})   (m_t = i where n_{t-1} == 0: the first step)
+i' = exp(i - m_t), f' = exp(logsigmoid(f) + m_{t-1} - m_t)
+c_t = f' c + i' tanh(z);  n_t = f' n + i';  h_t = sigmoid(o) c_t / n_t
 """
 
 from __future__ import annotations
