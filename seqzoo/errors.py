@@ -1,0 +1,20 @@
+"""The one error type for input that seqzoo refuses.
+
+``InputError`` is raised by the project's own validation (CLI options, configs, builders, task and
+sampling arguments, run folders) *before* any work starts. It subclasses ``ValueError`` so the mixer
+contract ("wrong input gets a clear ValueError") still holds for callers that catch ``ValueError``.
+The CLI turns exactly this type into a one-line message and exit code 2; any other exception is a bug
+and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class InputError(ValueError):
+    """Bad input refused by seqzoo's validation; the message names the argument and what it expects."""
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise :class:`InputError` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise InputError(message)
