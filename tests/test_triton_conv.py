@@ -1,4 +1,4 @@
-"""Triton depthwise causal conv (seqzoo/kernels/conv.py) against ``ops.causal_conv.causal_conv1d_naive`` in fp64.
+"""Triton depthwise causal conv (seqzoo/ops/causal_conv/triton.py) against ``ops.causal_conv.causal_conv1d_naive`` in fp64.
 
 On CPU the kernels run under TRITON_INTERPRET=1 (set by conftest.py) at tiny shapes; the real-shape tests need CUDA.
 Every comparison starts from the same rounded inputs: the reference runs in fp64 on the values the kernel sees.
@@ -125,7 +125,7 @@ def test_kernel_size_one_and_eight():
 def test_several_backward_programs_along_t(monkeypatch):
     """T = 33 split over three backward programs (16 steps each): per-program dweight / dbias partials summed,
     dstate from the first program only."""
-    from seqzoo.kernels import conv
+    from seqzoo.ops.causal_conv import triton as conv
 
     monkeypatch.setattr(conv, "_TP_MAX", conv._TP_UNIT)
     _compare(2, 3 * conv._TP_UNIT - 15, 12, 4, torch.float32, seg=0.2, seed=9)

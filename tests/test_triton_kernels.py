@@ -61,7 +61,7 @@ SCAN_CASES = [
 
 @pytest.mark.parametrize("shape, dtype, with_h0", SCAN_CASES)
 def test_linear_scan_matches_naive(shape, dtype, with_h0):
-    from seqzoo.kernels.scan import linear_scan_triton
+    from seqzoo.ops.rglru.triton import linear_scan_triton
 
     B, T, R = shape
     g = torch.Generator().manual_seed(0)
@@ -88,7 +88,7 @@ def test_linear_scan_matches_naive(shape, dtype, with_h0):
 
 
 def test_rglru_triton_matches_naive():
-    from seqzoo.kernels.scan import rglru_triton
+    from seqzoo.ops.rglru.triton import rglru_triton
 
     g = torch.Generator().manual_seed(1)
     B, T, R = 2, 21, 24
@@ -124,7 +124,7 @@ RGLRU_CASES = [
 @pytest.mark.parametrize("shape, dtype", RGLRU_CASES)
 def test_rglru_fused_matches_naive(shape, dtype):
     """Fused gates + scan: outputs, final state and gradients of x, both gates, Λ̃ and h0, with document resets."""
-    from seqzoo.kernels.scan import rglru_fused_triton
+    from seqzoo.ops.rglru.triton import rglru_fused_triton
 
     B, T, R = shape
     g = torch.Generator().manual_seed(1)
@@ -179,7 +179,7 @@ def _mlstm_inputs(shape, dtype, with_state, strong=False, seed=0):
 @pytest.mark.parametrize("dtype", [torch.float32, *LOWP])
 @pytest.mark.parametrize("with_state", [True, False])
 def test_mlstm_forward_matches_naive(shape, dtype, with_state):
-    from seqzoo.kernels.mlstm import mlstm_triton
+    from seqzoo.ops.mlstm.triton import mlstm_triton
 
     ins, state = _mlstm_inputs(shape, dtype, with_state)
     with torch.no_grad():
@@ -195,7 +195,7 @@ def test_mlstm_forward_matches_naive(shape, dtype, with_state):
 
 def test_mlstm_strong_gates_finite_and_exact():
     """Input gates up to ±25 and forget pre-activations down to −20: the stabiliser keeps everything finite."""
-    from seqzoo.kernels.mlstm import mlstm_triton
+    from seqzoo.ops.mlstm.triton import mlstm_triton
 
     ins, state = _mlstm_inputs((1, 40, 2, 16, 16), torch.float32, True, strong=True, seed=3)
     h, (C, n, m) = mlstm_triton(*ins, state)
@@ -206,7 +206,7 @@ def test_mlstm_strong_gates_finite_and_exact():
 
 @pytest.mark.parametrize("forget_gate", ["sigmoid", "exp"])
 def test_mlstm_gradients_match_naive(forget_gate):
-    from seqzoo.kernels.mlstm import mlstm_triton
+    from seqzoo.ops.mlstm.triton import mlstm_triton
 
     (q, k, v, i, f), state = _mlstm_inputs((1, 19, 2, 16, 16), torch.float32, True, seed=5)
     if forget_gate == "exp":
@@ -246,7 +246,7 @@ def _gla_inputs(shape, dtype, decay=2.0, seed=0):
 @pytest.mark.parametrize("shape", GLA_SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float32, *LOWP])
 def test_gateloop_real_forward_matches_naive(shape, dtype):
-    from seqzoo.kernels.gla import gateloop_triton
+    from seqzoo.ops.gateloop.triton import gateloop_triton
 
     q, k, v, log_a, S0 = _gla_inputs(shape, dtype)
     state = torch.complex(S0, torch.zeros_like(S0))
@@ -260,7 +260,7 @@ def test_gateloop_real_forward_matches_naive(shape, dtype):
 
 def test_gla_strong_decay_no_overflow():
     """log|a| down to −60 per step: a e^{+b}·e^{−b} factorisation would overflow; every exponent here is <= 0."""
-    from seqzoo.kernels.gla import gla_triton
+    from seqzoo.ops.gateloop.triton import gla_triton
 
     q, k, v, log_a, S0 = _gla_inputs((1, 33, 1, 16, 16), torch.float32, decay=60.0, seed=2)
     y, S = gla_triton(q, k, v, log_a, S0)
@@ -281,7 +281,7 @@ GLA_GRAD_CASES = [
 
 @pytest.mark.parametrize("shape, dtype, backward", GLA_GRAD_CASES)
 def test_gla_gradients_match_naive(shape, dtype, backward):
-    from seqzoo.kernels.gla import gla_triton
+    from seqzoo.ops.gateloop.triton import gla_triton
 
     flat = list(_gla_inputs(shape, dtype, seed=4))
     ins = [t.clone().requires_grad_() for t in flat]
@@ -309,7 +309,7 @@ COMPLEX_SHAPES = [
 @pytest.mark.parametrize("shape, dtype", COMPLEX_SHAPES)
 def test_gateloop_complex_matches_naive(shape, dtype):
     """Complex transitions via phase rotation (real GLA of width 2K), complex incoming state, large phases."""
-    from seqzoo.kernels.gla import gateloop_triton
+    from seqzoo.ops.gateloop.triton import gateloop_triton
 
     B, T, H, K, V = shape
     q, k, v, log_a, S0 = _gla_inputs(shape, dtype, decay=0.5, seed=6)
@@ -323,7 +323,7 @@ def test_gateloop_complex_matches_naive(shape, dtype):
 
 
 def test_gateloop_complex_gradients_match_naive():
-    from seqzoo.kernels.gla import gateloop_triton
+    from seqzoo.ops.gateloop.triton import gateloop_triton
 
     q, k, v, log_a, S0 = _gla_inputs((1, 13, 1, 8, 16), torch.float32, decay=0.5, seed=10)
     phase = torch.randn(q.shape, generator=torch.Generator().manual_seed(11)).to(DEV) * 2
@@ -352,9 +352,9 @@ def test_gateloop_complex_gradients_match_naive():
 
 # ------------------------------------------------------------------------------------------------ contract
 def test_wrong_input_raises():
-    from seqzoo.kernels.gla import gateloop_triton, gla_triton
-    from seqzoo.kernels.mlstm import mlstm_triton
-    from seqzoo.kernels.scan import linear_scan_triton
+    from seqzoo.ops.gateloop.triton import gateloop_triton, gla_triton
+    from seqzoo.ops.mlstm.triton import mlstm_triton
+    from seqzoo.ops.rglru.triton import linear_scan_triton
 
     x = torch.zeros(1, 4, 3, device=DEV)
     with pytest.raises(ValueError, match="shape"):

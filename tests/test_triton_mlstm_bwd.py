@@ -1,4 +1,4 @@
-"""Triton backward of the chunkwise mLSTM (seqzoo/kernels/mlstm.py, ``backward="triton"``, the default).
+"""Triton backward of the chunkwise mLSTM (seqzoo/ops/mlstm/triton.py, ``backward="triton"``, the default).
 
 Gradients of q, k, v, both gates and the initial state (C0, n0, m0), given gradients of h and of the final state
 (C, n and, in one case, m), against the fp64 per-token reference ``ops.mlstm.mlstm_naive_recurrent`` computed
@@ -52,7 +52,7 @@ def _run(fn, flat, with_state, **kw):
 
 
 def _check(shape, dtype, with_state, gates, chunk, forget_gate="sigmoid", with_dm=False, seed=0):
-    from seqzoo.kernels.mlstm import mlstm_triton
+    from seqzoo.ops.mlstm.triton import mlstm_triton
 
     flat = _inputs(shape, dtype, with_state, gates, forget_gate, seed)
     ins = [t.clone().requires_grad_() for t in flat]
@@ -121,7 +121,7 @@ def test_mlstm_triton_backward_eps_path():
     stabiliser (m0 + 14, so e^{-M} ~ eps): h = num / (e^{-M} + eps) ~ 1e5, and the gradient through M (the eps path,
     dM = -dh·h eps / N) is as large as the rest; dm0 and df get it through the arg-max of the stabiliser. (With
     e^{-M} << eps the exact dm0 is a cancellation of ~|h| terms, ill-conditioned in fp32 for any implementation.)"""
-    from seqzoo.kernels.mlstm import mlstm_triton
+    from seqzoo.ops.mlstm.triton import mlstm_triton
 
     B, T, H, K, V = 1, 21, 1, 16, 16
     q, k, v, i, f, C0, n0, m0 = _inputs((B, T, H, K, V), torch.float32, True, "mild", seed=4)
@@ -145,7 +145,7 @@ def test_mlstm_triton_backward_eps_path():
 
 def test_mlstm_triton_backward_partial_requires_grad():
     """Only some inputs require grad (v and the initial C): the others get None, the rest is unchanged."""
-    from seqzoo.kernels.mlstm import mlstm_triton
+    from seqzoo.ops.mlstm.triton import mlstm_triton
 
     flat = _inputs((1, 19, 1, 16, 16), torch.float32, True, "mild", seed=6)
     ins = [t.clone().requires_grad_(j in (2, 5)) for j, t in enumerate(flat)]
@@ -160,7 +160,7 @@ def test_mlstm_triton_backward_partial_requires_grad():
 
 
 def test_mlstm_triton_backward_option():
-    from seqzoo.kernels.mlstm import mlstm_triton
+    from seqzoo.ops.mlstm.triton import mlstm_triton
 
     q = torch.zeros(1, 4, 1, 16, device=DEV)
     with pytest.raises(ValueError, match="backward"):

@@ -7,7 +7,7 @@ PyTorch chunkwise paths, the depthwise causal conv (k = 4, the xLSTM / Griffin s
 when installed, flash-linear-attention (``chunk_simple_gla``, ``chunk_gla``) and NX-AI ``mlstm_kernels``
 (``chunkwise--triton_xl_chunk``). Times from ``triton.testing.do_bench`` (median, L2 flushed between runs);
 ``frac_roofline`` = roofline bound (anchors.md §2.1 / §2.2 formulas, measured H100/H200 limits) / measured time.
-The seqzoo mLSTM row is labelled with the backward ``kernels/mlstm.py: mlstm_triton`` uses by default (its
+The seqzoo mLSTM row is labelled with the backward ``ops/mlstm/triton.py: mlstm_triton`` uses by default (its
 ``backward=`` default: ``bwd=triton``, or ``bwd=torch-recompute`` for the PyTorch recompute); the GLA, scan, RG-LRU
 and conv kernels are Triton both ways.
 
@@ -144,7 +144,7 @@ def _mlstm_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]
     ins = [q, k, v, i, f]
     out: dict[str, tuple] = {"torch chunkwise C=64": (lambda *a: mlstm_chunkwise(*a, chunk_size=64), ins)}
     if cuda:
-        from ..kernels.mlstm import mlstm_triton
+        from ..ops.mlstm.triton import mlstm_triton
 
         out[f"seqzoo triton (bwd={_mlstm_backward_label(mlstm_triton)})"] = (
             lambda *a: mlstm_triton(*a, chunk_size=64),
@@ -185,7 +185,7 @@ def _gla_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]:
     ins = [q, k, v, log_a]
     out: dict[str, tuple] = {"torch chunkwise C=64 (complex)": (lambda *a: gateloop_chunkwise(*a, chunk_size=64), ins)}
     if cuda:
-        from ..kernels.gla import gla_triton
+        from ..ops.gateloop.triton import gla_triton
 
         out["seqzoo triton"] = (lambda *a: gla_triton(*a), ins)
         try:
@@ -212,7 +212,7 @@ def _scan_contenders(B, T, D, dev, dtype, cuda: bool) -> dict[str, tuple]:
     b = torch.randn(B, T, D, generator=g).to(dev, dtype)
     out: dict[str, tuple] = {"torch two-level chunked": (linear_scan_chunked, [a, b])}
     if cuda:
-        from ..kernels.scan import linear_scan_triton
+        from ..ops.rglru.triton import linear_scan_triton
 
         out["seqzoo triton"] = (lambda a_, b_: linear_scan_triton(a_, b_, out_dtype=dtype), [a, b])
     else:
@@ -229,7 +229,7 @@ def _rglru_contenders(B, T, D, dev, dtype, cuda: bool) -> dict[str, tuple]:
     ins = [x, gx, ga, ap]
     out: dict[str, tuple] = {"torch gates + chunked scan": (lambda *a: rglru(*a, impl="scan"), ins)}
     if cuda:
-        from ..kernels.scan import rglru_fused_triton, rglru_triton
+        from ..ops.rglru.triton import rglru_fused_triton, rglru_triton
 
         out["seqzoo triton fused"] = (rglru_fused_triton, ins)
         out["torch gates + triton scan"] = (rglru_triton, ins)

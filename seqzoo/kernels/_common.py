@@ -1,4 +1,4 @@
-"""Helpers shared by the kernels (imports triton; only imported by the kernel modules)."""
+"""Helpers shared by the kernels in ``ops/<op>/triton.py`` (imports triton; only imported by those modules)."""
 
 from __future__ import annotations
 

@@ -66,8 +66,8 @@ def gateloop_op(q, k, v, log_mag, phase=None, state=None, impl: str = "auto", ch
             return gateloop_attention(q, k, v, log_mag, phase, state)
         if impl == "naive_unsafe":
             return gateloop_attention_unsafe(q, k, v, log_mag, phase, state)
-        if impl == "triton":  # seqzoo/kernels/gla.py: chunked GLA, complex via phase rotation (fp32/bf16/fp16)
-            from ...kernels.gla import gateloop_triton
+        if impl == "triton":  # triton.py: chunked GLA, complex via phase rotation (fp32/bf16/fp16)
+            from .triton import gateloop_triton
 
             return gateloop_triton(q, k, v, log_mag, phase, state)
         return gateloop_chunkwise(q, k, v, log_mag, phase, state, chunk_size=chunk_size)

@@ -25,8 +25,8 @@ def mlstm(
         raise ValueError(f"mlstm: impl must be one of {IMPLS}, got {impl!r}")
     if impl == "auto":
         impl = "recurrent" if q.shape[1] == 1 else "chunkwise"
-    if impl == "triton":  # seqzoo/kernels/mlstm.py (Triton forward and backward)
-        from ...kernels.mlstm import mlstm_triton
+    if impl == "triton":  # triton.py (Triton forward and backward)
+        from .triton import mlstm_triton
 
         pow2 = chunk_size >= 16 and chunk_size & (chunk_size - 1) == 0
         return mlstm_triton(

@@ -3,7 +3,7 @@
 ``rglru(x, gate_x, gate_a, a_param, reset=None, h0=None, impl="auto")`` with ``impl``:
   * ``"naive"``: the Python loop over t (the truth; the T = 1 decode path);
   * ``"scan"``: the two-level chunked scan with a reverse-scan custom backward (training / prefill);
-  * ``"triton"``: the fused Triton kernel (``seqzoo.kernels.scan.rglru_fused_triton``; CUDA, fp32/bf16/fp16);
+  * ``"triton"``: the fused Triton kernel (``triton.py: rglru_fused_triton``; CUDA, fp32/bf16/fp16);
   * ``"auto"``: ``"naive"`` for T == 1, ``"triton"`` on CUDA when triton is installed, else ``"scan"``.
 ``linear_scan`` exposes the bare scan with the same ``impl`` switch.
 """
@@ -38,7 +38,7 @@ def linear_scan(
     if impl == "naive" or (impl == "auto" and b.shape[1] == 1):
         return linear_scan_naive(a, b, h0)
     if impl == "triton" or (impl == "auto" and _triton_ok(b)):
-        from ...kernels.scan import linear_scan_triton
+        from .triton import linear_scan_triton
 
         return linear_scan_triton(a, b, h0)
     return linear_scan_chunked(a, b, h0, chunk)
@@ -55,7 +55,7 @@ def rglru(
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     if impl == "triton" or (impl == "auto" and x.shape[1] > 1 and _triton_ok(x)):
-        from ...kernels.scan import rglru_fused_triton
+        from .triton import rglru_fused_triton
 
         return rglru_fused_triton(x, gate_x, gate_a, a_param, reset, h0, c)
     a, b = rglru_gates(x, gate_x, gate_a, a_param, reset, c)

@@ -26,7 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import check_float, configs, dot_dtype, next_pow2
+from ...kernels._common import check_float, configs, dot_dtype, next_pow2
+from .chunkwise import gateloop_chunkwise
 
 _CONFIGS = configs(
     [
@@ -413,7 +414,6 @@ class GLATriton(torch.autograd.Function):
                 None,
             )
         # "torch": recompute with the PyTorch chunkwise GateLoop path (real transitions) and differentiate it
-        from ..ops.gateloop.chunkwise import gateloop_chunkwise
 
         with torch.enable_grad():
             ins = [

@@ -60,7 +60,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import check_float, configs, dot_dtype, interpreting, next_pow2
+from ...kernels._common import check_float, configs, dot_dtype, interpreting, next_pow2
+from .chunkwise import mlstm_chunkwise
+from .common import check_inputs, log_forget
 
 _CONFIGS = configs(
     [triton.Config({"BV": bv}, num_warps=nw, num_stages=ns) for bv in (32, 64, 128) for nw in (4, 8) for ns in (1, 2)],
@@ -550,7 +552,6 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
 class MLSTMTriton(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate, backward_impl):
-        from ..ops.mlstm.common import log_forget
 
         state = None if C0 is None else (C0, n0, m0)
         ig = i.float().contiguous()
@@ -577,7 +578,6 @@ class MLSTMTriton(torch.autograd.Function):
             ]
             return (*out, None, None, None, None)
         # "torch": recompute with the PyTorch chunkwise path and differentiate it
-        from ..ops.mlstm.chunkwise import mlstm_chunkwise
 
         saved = ctx.saved_tensors
         with torch.enable_grad():
@@ -614,7 +614,6 @@ def mlstm_triton(
     ``ops.mlstm.mlstm_chunkwise`` under autograd). Gradients flow to q, k, v, i, f and the initial state
     (C, n, m); the final m may also carry a gradient.
     """
-    from ..ops.mlstm.common import check_inputs
 
     if backward not in ("triton", "torch"):
         raise ValueError(f"mlstm_triton: backward must be 'triton' or 'torch', got {backward!r}")

@@ -3,7 +3,7 @@
     y_t[c] = act( bias[c] + sum_{s=0}^{k-1} keep(t, s) * weight[c, k-1-s] * x_{t-s}[c] )        act: identity or SiLU
 
 x_{-1}, ..., x_{-(k-1)} are the carried state ``(B, k-1, C)`` (zeros when None); ``keep(t, s)`` is 1 unless a
-``segment_pos`` is given and a document starts in ``(t-s, t]`` (spec/griffin.md §3.1; see ``ops/causal_conv.py``).
+``segment_pos`` is given and a document starts in ``(t-s, t]`` (Griffin, arXiv:2402.19427 §3.1; see ``ops/causal_conv/__init__.py``).
 The document rule is exact in the kernel: the tap mask is built lag by lag, ``alive_s = alive_{s-1} & (no start
 at t-s+1)``, so a dropped lag drops every longer one, as in ``causal_conv1d_naive``.
 
@@ -30,8 +30,9 @@ import torch
 import triton
 import triton.language as tl
 
-from . import interpreting
-from ._common import check_float, configs
+from ...kernels import interpreting
+from ...kernels._common import check_float, configs
+from .common import check, new_state, starts_cumsum
 
 MAX_K = 16
 _CONFIGS = configs(
@@ -453,9 +454,8 @@ def causal_conv1d_triton(
     x's dtype and the new state ``(B, k-1, C)`` (x's dtype; the last k-1 inputs, entries before a document start
     zeroed). ``activation``: None or ``"silu"`` (fused; the backward recomputes the pre-activation).
     Differentiable in x, weight, bias and state."""
-    from ..ops.causal_conv import _check, _new_state, _starts_cumsum
 
-    k = _check(x, weight, state, segment_pos)
+    k = check(x, weight, state, segment_pos)
     if activation not in (None, "silu"):
         raise ValueError(f"activation must be None or 'silu', got {activation!r}")
     if x.shape[1] == 0:
@@ -485,8 +485,8 @@ def causal_conv1d_triton(
     # new state from the last k-1 steps only (exactly as the torch path: x's dtype, starts zeroed)
     hist = state.to(x.dtype) if state is not None else x.new_zeros(x.shape[0], k - 1, x.shape[-1])
     tail = torch.cat([hist, x[:, max(0, T - (k - 1)) :]], dim=1)
-    csum = None if segment_pos is None else _starts_cumsum(segment_pos, k)
-    return y, _new_state(tail, k, csum)
+    csum = None if segment_pos is None else starts_cumsum(segment_pos, k)
+    return y, new_state(tail, k, csum)
 
 
 __all__ = ["MAX_K", "CausalConvTriton", "causal_conv1d_triton"]

@@ -22,7 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import check_float, configs
+from ...kernels._common import check_float, configs
+from .gates import check_rglru_inputs, rglru_gates
 
 _FWD_CONFIGS = configs(
     [
@@ -179,7 +180,6 @@ def linear_scan_triton(
 def rglru_triton(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0):
     """RG-LRU with the gates in torch (``ops.rglru.rglru_gates``) and the scan in Triton; same contract as
     ``ops.rglru.rglru`` (y in x's dtype, h_T fp32). ``rglru_fused_triton`` is the fused one-pass version."""
-    from ..ops.rglru.gates import rglru_gates
 
     if x.dim() != 3:
         raise ValueError(f"x must have shape (B, T, R), got {tuple(x.shape)}")
@@ -405,7 +405,6 @@ def rglru_fused_triton(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float
     ``h0 (B, R)`` -> ``y (B, T, R)`` in x's dtype, ``h_T (B, R)`` fp32. Gate math in fp32 whatever the input dtype
     (the torch reference does it in the activation dtype). The backward reads h_{t-1} from y (x's dtype).
     """
-    from ..ops.rglru.gates import check_rglru_inputs
 
     check_rglru_inputs(x, gate_x, gate_a, a_param, reset)
     if x.shape[1] == 0:

@@ -1,0 +1,71 @@
+"""Depthwise causal 1-D convolution with a carried buffer (xLSTM's and Griffin's k=4 short conv).
+
+    y_t[c] = bias[c] + sum_{i=0}^{k-1} weight[c, i] * x_{t-k+1+i}[c]       (weight[:, k-1] hits the current token)
+
+The state is the last k-1 inputs ``(B, k-1, C)``; prepending it makes a split sequence equal the whole.
+``causal_conv1d`` uses ``F.conv1d``; ``causal_conv1d_naive`` is the loop it is tested against.
+
+Implementations (``impl=``): ``"torch"`` (``torch_conv.py``, ``F.conv1d``; with ``segment_pos`` k-1 masked multiply-adds),
+``"naive"`` (the reference loop, ``naive.py``), ``"triton"`` (``triton.py: causal_conv1d_triton``: one fwd and one
+bwd Triton kernel, document masking exact in-kernel, fp32 accumulation) and ``"auto"`` (the default: Triton for
+CUDA tensors of float32/float16/bfloat16 when triton is importable, torch otherwise; the interpreter is never
+chosen by "auto"). triton is imported only when the Triton path runs. ``activation="silu"`` applies SiLU to y
+(fused into the kernel on the Triton path).
+
+Document masking (Griffin, arXiv:2402.19427 §3.1): with ``segment_pos (B, T)`` (0 where a document starts),
+the tap at lag s (input x_{t-s}) is dropped when a document starts in ``(t-s, t]``, so no information crosses
+a document start. The returned buffer has entries from before a document start inside it zeroed, which
+keeps the rule exact across calls without carrying positions (a later call cannot see past that start).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .common import ACTIVATIONS
+from .naive import causal_conv1d_naive
+from .torch_conv import causal_conv1d_torch
+
+IMPLS = ("auto", "torch", "naive", "triton")
+
+
+def _auto_triton(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
+    """ "auto" picks Triton for CUDA float32/float16/bfloat16 tensors when triton is importable (not interpreted)."""
+    floats = (torch.float32, torch.float16, torch.bfloat16)
+    if not x.is_cuda or any(t is not None and (t.dtype not in floats or t.device != x.device) for t in (x, *others)):
+        return False
+    from ...kernels import usable_on
+
+    return usable_on(x.device)
+
+
+def causal_conv1d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    state: torch.Tensor | None = None,
+    segment_pos: torch.Tensor | None = None,
+    impl: str = "auto",
+    activation: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``x (B, T, C)``, ``weight (C, k)`` -> ``y (B, T, C)``, new state ``(B, k-1, C)``.
+
+    ``segment_pos (B, T)`` (optional) masks taps across document starts (see the module docstring).
+    ``impl``: "auto" | "torch" | "naive" | "triton" (module docstring); ``activation``: None | "silu".
+    """
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if impl == "triton" or (impl == "auto" and _auto_triton(x, weight, bias, state)):
+        from .triton import causal_conv1d_triton
+
+        return causal_conv1d_triton(x, weight, bias, state, segment_pos, activation=activation)
+    if impl == "naive":
+        return causal_conv1d_naive(x, weight, bias, state, segment_pos, activation=activation)
+    y, new_state = causal_conv1d_torch(x, weight, bias, state, segment_pos)
+    return (F.silu(y) if activation == "silu" else y), new_state
+
+
+__all__ = ["ACTIVATIONS", "IMPLS", "causal_conv1d", "causal_conv1d_naive", "causal_conv1d_torch"]
