@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
+from ..errors import require
 from .rmt_backbone import SeqzooBackbone, as_backbone
 from .sampling import append_token
 
@@ -52,6 +53,7 @@ class RMTConfig:
     memory_positions: str = "sequential"
     segment_alignment: str | None = None  # "left" | "right" | "center"; default left (read_write), right (encoder)
     bptt_depth: int = -1  # -1: full BPTT; k >= 0: only the last k hand-overs carry gradient
+    bptt_keep_first: bool = False  # also keep hand-over 1 (segment 0 -> 1), as the authors' RecurrentWrapper does
     checkpoint: str = "none"  # "none" | "segment" | "memory_replay" (train with backward_mrbp)
     task: str | None = None  # "lm" | "classification"; default lm for read_write, classification for encoder
     num_labels: int | None = None
@@ -222,6 +224,9 @@ class RMT(nn.Module):
             raise ValueError(f"segment_alignment must be one of {ALIGNMENTS}, got {align!r}")
         if not _is_int(c.bptt_depth) or c.bptt_depth < -1:
             raise ValueError(f"bptt_depth must be an int >= -1 (-1 = full BPTT), got {c.bptt_depth!r}")
+        require(
+            isinstance(c.bptt_keep_first, bool), f"bptt_keep_first must be True or False, got {c.bptt_keep_first!r}"
+        )
         if c.checkpoint not in CHECKPOINTS:
             raise ValueError(f"checkpoint must be one of {CHECKPOINTS}, got {c.checkpoint!r}")
         if c.carry_backbone_state and (c.checkpoint != "none" or placement != "read_write"):
@@ -470,9 +475,10 @@ class RMT(nn.Module):
         return B, T, labels, bounds, count
 
     def handover_kept(self, tau: int, N: int) -> bool:
-        """Hand-over tau (memory M_tau entering segment tau, tau >= 1) carries gradient iff tau >= N - k."""
+        """Hand-over tau (memory M_tau entering segment tau, tau >= 1) carries gradient iff tau >= N - k, or
+        tau == 1 with ``bptt_keep_first`` (the authors' code never detaches after segment 0; docs/rmt.md)."""
         k = self.config.bptt_depth
-        return k < 0 or tau >= N - k
+        return k < 0 or tau >= N - k or (self.config.bptt_keep_first and tau == 1)
 
     # --------------------------------------------------------------- forward
     def forward(
