@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, load_model, save_model
 from torch import nn
 
 from ..blocks import BLOCKS, make_norm
@@ -15,6 +15,7 @@ from .config import ModelConfig
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+INDEX_NAME = "model.safetensors.index.json"
 
 
 # ModelConfig fields that only the bidirectional Encoder reads; a causal model refuses them instead of ignoring them.
@@ -152,16 +153,38 @@ class SeqzooModel(nn.Module):
     def from_pretrained(cls, directory: str | Path, map_location: str | torch.device = "cpu", **overrides: Any):
         directory = Path(directory)
         cfg_path, w_path = directory / CONFIG_NAME, directory / WEIGHTS_NAME
-        if not cfg_path.is_file() or not w_path.is_file():
-            raise FileNotFoundError(f"{directory} must contain {CONFIG_NAME} and {WEIGHTS_NAME}")
+        index_path = directory / INDEX_NAME  # big models (seqzoo convert) are sharded like transformers'
+        if not cfg_path.is_file() or not (w_path.is_file() or index_path.is_file()):
+            raise FileNotFoundError(f"{directory} must contain {CONFIG_NAME} and {WEIGHTS_NAME} (or {INDEX_NAME})")
         meta = json.loads(cfg_path.read_text())
         model_type = meta.pop("model_type", cls.model_type)
         if cls.model_type != "base" and model_type != cls.model_type:
             raise ValueError(f"{directory} holds a {model_type!r} model, not a {cls.model_type!r}")
         target = cls if cls.model_type != "base" else MODEL_TYPES[model_type]
         model = target(ModelConfig.from_dict({**meta, **overrides}))
-        missing, unexpected = load_model(model, str(w_path), strict=True, device=str(map_location))
+        if w_path.is_file():
+            load_model(model, str(w_path), strict=True, device=str(map_location))
+        else:
+            _load_shards(model, directory, index_path, str(map_location))
         return model.to(map_location)
+
+
+def _load_shards(model: nn.Module, directory: Path, index_path: Path, device: str) -> None:
+    """Load the shards listed in ``model.safetensors.index.json`` one at a time (strict; a tied head may be absent)."""
+    shards = sorted(set(json.loads(index_path.read_text())["weight_map"].values()))
+    seen: set[str] = set()
+    for shard in shards:
+        part = load_file(str(directory / shard), device=device)
+        unexpected = set(model.load_state_dict(part, strict=False).unexpected_keys)
+        if unexpected:
+            raise ValueError(f"{directory / shard}: unexpected tensors {sorted(unexpected)}")
+        seen |= set(part)
+        del part
+    every = {n for n, _ in model.named_parameters(remove_duplicate=False)}
+    tied = every - {n for n, _ in model.named_parameters()}  # second names of shared parameters
+    missing = set(model.state_dict()) - seen - tied
+    if missing:
+        raise ValueError(f"{index_path}: missing tensors {sorted(missing)}")
 
 
 MODEL_TYPES: dict[str, type[SeqzooModel]] = {}
