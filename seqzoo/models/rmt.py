@@ -9,7 +9,8 @@ are placed next to each segment's token embeddings and the backbone's final hidd
     read/write:  H_t = f([M_t ; E(x_t) ; M_t])       logits_t = head(H_t[m:m+L_t])   M_{t+1} = H_t[m+L_t:]
 
 with M_0 = P a trainable (m, D) parameter. Gradients flow through the chain of segments (BPTT), truncated
-to the last ``bptt_depth`` hand-overs. See spec/rmt.md and docs/rmt.md.
+to the last ``bptt_depth`` hand-overs (``bptt_keep_first`` also keeps the first one, as the authors' wrapper
+does). See spec/rmt.md and docs/rmt.md.
 """
 
 from __future__ import annotations
