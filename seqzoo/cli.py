@@ -431,6 +431,9 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="output folder (default results/NAME)")
     s.add_argument("--set", action="append", metavar="K=V", help="experiment option, repeatable")
     s.set_defaults(fn=cmd_experiment)
+    from .convert.cli import add_parser as add_convert_parser
+
+    add_convert_parser(sub)
     return p
 
 

@@ -102,10 +102,15 @@ def _build(config: ModelConfig, state: dict[str, torch.Tensor]) -> LanguageModel
 
 
 # ------------------------------------------------------------------------------------------------ transformers -> seqzoo
-def _hf_plan(cfg: dict[str, Any]):
+def _hf_plan(cfg: dict[str, Any], get, keys, what: str):
+    """Family, seqzoo config and rules for a transformers checkpoint; its tensor names checked against the rules."""
     fam = family_of_hf(cfg)
+    keys = list(keys)
     config = fam.config_from_hf(cfg)
-    return fam, config, fam.rules_from_hf(config, cfg)
+    config = fam.resolve_tie(config, get, keys)
+    rules = fam.rules_from_hf(config, cfg)
+    check_keys(rules, keys, what, optional=fam.optional_hf_keys(config))
+    return fam, config, rules
 
 
 def from_transformers(path_or_model: Any, dtype: str | torch.dtype | None = None) -> LanguageModel:
@@ -118,10 +123,9 @@ def from_transformers(path_or_model: Any, dtype: str | torch.dtype | None = None
     if isinstance(path_or_model, (str, Path)):
         src = Path(path_or_model)
         cfg = read_config(src)
-        fam, config, rules = _hf_plan(cfg)
         reader = CheckpointReader(src)
-        check_keys(rules, reader.keys(), str(src), optional=fam.optional_hf_keys(config))
         get = reader.get
+        fam, config, rules = _hf_plan(cfg, get, reader.keys(), str(src))
     elif isinstance(path_or_model, torch.nn.Module) and type(path_or_model).__name__ in _OFFICIAL_CLASSES:
         model = path_or_model
         import dataclasses
@@ -130,10 +134,9 @@ def from_transformers(path_or_model: Any, dtype: str | torch.dtype | None = None
         return from_official(model.state_dict(), dataclasses.asdict(model.config), kind, dtype=dt)
     elif isinstance(path_or_model, torch.nn.Module) and hasattr(path_or_model, "config"):
         cfg = path_or_model.config.to_dict()
-        fam, config, rules = _hf_plan(cfg)
         sd = path_or_model.state_dict()
-        check_keys(rules, sd.keys(), type(path_or_model).__name__, optional=fam.optional_hf_keys(config))
         get = sd.__getitem__
+        fam, config, rules = _hf_plan(cfg, get, sd.keys(), type(path_or_model).__name__)
     else:
         raise InputError(
             f"path_or_model must be a checkpoint folder or a transformers / official model, got {type(path_or_model).__name__}"
@@ -253,9 +256,8 @@ def convert(
             raise InputError(f"{src}/config.json is not a seqzoo ModelConfig: {e}") from None
         reader = CheckpointReader(src)
         return _write_hf(config, reader.get, reader.keys(), out, dtype, max_shard_bytes, progress, reader)
-    fam, config, rules = _hf_plan(cfg)
     reader = CheckpointReader(src)
-    check_keys(rules, reader.keys(), str(src), optional=fam.optional_hf_keys(config))
+    fam, config, rules = _hf_plan(cfg, reader.get, reader.keys(), str(src))
     writer = ShardedWriter(out, max_shard_bytes, metadata={"model_type": LanguageModel.model_type})
     run_plan(
         rules,

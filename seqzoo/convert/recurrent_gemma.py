@@ -247,6 +247,11 @@ def rules_to_hf(config: ModelConfig) -> list[Rule]:
     return out
 
 
+def resolve_tie(config: ModelConfig, get, keys) -> ModelConfig:
+    """transformers ties RecurrentGemma's head to the embedding whenever ``tie_word_embeddings`` is set."""
+    return config
+
+
 def optional_hf_keys(config: ModelConfig) -> set[str]:
     """Names a transformers checkpoint may or may not hold: the tied head is usually dropped, sometimes kept."""
     return {"lm_head.weight"} if config.tie_embeddings else set()

@@ -25,6 +25,7 @@ and so does the converted model. ``use_bias=True`` has no seqzoo equivalent and 
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -130,6 +131,10 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
     require(norm_eps == config.norm_eps, f"xlstm: the head norm eps {norm_eps} must equal norm_eps {config.norm_eps}")
     d, H = config.d_model, mk.get("num_heads", 4)
     hidden = config.block_setting("mlstm", "mlp_hidden") or round(config.block_setting("mlstm", "mlp_ratio") * d)
+    require(
+        mk.get("gate_soft_cap", 15.0) is not None and config.logit_softcap is not None,
+        "xlstm: transformers' xLSTMConfig needs numbers for gate_soft_cap and output_logit_soft_cap (None refused)",
+    )
     keep = dict((config.extra or {}).get("transformers", {}))
     factor, multiple = _ffn(d, hidden, keep)
     out = {
@@ -160,6 +165,12 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
         round(d * out["qk_dim_factor"]) == dqk and round(d * out["v_dim_factor"]) == dv,
         "xlstm: d_model * qk_dim_factor and d_model * v_dim_factor must be ints (transformers truncates them)",
     )
+    if dqk % 64 or dv % 64:
+        warnings.warn(
+            f"xlstm: transformers' xLSTMCache sizes its states with the q/k and v widths rounded up to 64 "
+            f"(this model: {dqk} and {dv}); transformers runs it only with use_cache=False (no generate)",
+            stacklevel=3,
+        )
     out.update({k: v for k, v in keep.items() if k in TOKEN_IDS})
     return out
 
@@ -216,9 +227,26 @@ def rules_from_hf(config: ModelConfig, cfg: dict[str, Any]) -> list[Rule]:
 
 
 def rules_to_hf(config: ModelConfig) -> list[Rule]:
-    """The inverse rules (single layout): transformers tensors from seqzoo names, all as stored."""
+    """The inverse rules (single layout): transformers tensors from seqzoo names, all as stored.
+
+    transformers' ``xLSTMForCausalLM`` never ties its head (it declares no tied weights, whatever
+    ``tie_word_embeddings`` says), so a tied seqzoo model writes its embedding a second time as ``lm_head``.
+    """
     cfg = config_to_hf(config)
-    return [Rule(r.srcs[0], (r.dst,)) for r in rules_from_hf(config, cfg)]
+    rules = [Rule(r.srcs[0], (r.dst,)) for r in rules_from_hf(config, cfg)]
+    if config.tie_embeddings:
+        rules.append(Rule("lm_head.weight", ("embed.weight",)))
+    return rules
+
+
+def resolve_tie(config: ModelConfig, get, keys) -> ModelConfig:
+    """``tie_word_embeddings`` is only a claim for transformers' xLSTM: the head it computes with is ``lm_head``.
+    Keep the tie only when the stored head is absent or equal to the embedding."""
+    if not config.tie_embeddings or "lm_head.weight" not in set(keys):
+        return config
+    if torch.equal(get("lm_head.weight"), get("backbone.embeddings.weight")):
+        return config
+    return config.replace(tie_embeddings=False)
 
 
 def optional_hf_keys(config: ModelConfig) -> set[str]:
