@@ -123,6 +123,7 @@ def from_transformers(path_or_model: Any, dtype: str | torch.dtype | None = None
     if isinstance(path_or_model, (str, Path)):
         src = Path(path_or_model)
         cfg = read_config(src)
+        family_of_hf(cfg)
         reader = CheckpointReader(src)
         get = reader.get
         fam, config, rules = _hf_plan(cfg, get, reader.keys(), str(src))
@@ -256,6 +257,7 @@ def convert(
             raise InputError(f"{src}/config.json is not a seqzoo ModelConfig: {e}") from None
         reader = CheckpointReader(src)
         return _write_hf(config, reader.get, reader.keys(), out, dtype, max_shard_bytes, progress, reader)
+    family_of_hf(cfg)  # refuse another model type before touching its weights
     reader = CheckpointReader(src)
     fam, config, rules = _hf_plan(cfg, reader.get, reader.keys(), str(src))
     writer = ShardedWriter(out, max_shard_bytes, metadata={"model_type": LanguageModel.model_type})
