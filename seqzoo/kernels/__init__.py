@@ -13,8 +13,9 @@ reference it is tested against:
 | GateLoop, real or complex transitions (complex: phase-rotated q, k of width 2K) | ``ops/gateloop/triton.py: gateloop_triton`` | ``ops/gateloop/naive.py: gateloop_naive`` |
 | depthwise causal conv1d with carried buffer, document masking, optional SiLU (fwd + bwd) | ``ops/causal_conv/triton.py: causal_conv1d_triton`` | ``ops/causal_conv/naive.py: causal_conv1d_naive`` |
 
-This package keeps what the kernels share: device / availability checks (here), the dtype and autotune helpers
-(``_common.py``, imports triton). Nothing here imports triton at module import time: ``import seqzoo`` and
+This package keeps what the kernels share: device / availability checks (``device.py``), the one switch
+``SEQZOO_KERNELS=torch|triton|auto`` with ``set_kernels`` / ``use_kernels`` and the log-once record of the
+implementation each op runs (``switch.py``), the dtype and autotune helpers (``_common.py``, imports triton). Nothing here imports triton at module import time: ``import seqzoo`` and
 ``import seqzoo.kernels`` work without it; each ``ops/<op>/triton.py`` is imported only when its path runs.
 
 Under ``TRITON_INTERPRET=1`` (CPU) the kernels run in Triton's interpreter: one autotune config, fp32 dots
@@ -24,31 +25,31 @@ in their own dtype).
 
 from __future__ import annotations
 
-import importlib.util
-import os
+from .device import interpreting, triton_available, triton_unusable, usable_on
+from .switch import (
+    CHOICES,
+    ENV,
+    chunk_unfit,
+    float_unfit,
+    kernels_setting,
+    note_kernel,
+    set_kernels,
+    use_kernels,
+    want_triton,
+)
 
-
-def triton_available() -> bool:
-    """True when triton is importable (it is never imported by this check)."""
-    return importlib.util.find_spec("triton") is not None
-
-
-def interpreting() -> bool:
-    """True under Triton's CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def usable_on(device) -> bool:
-    """Can the Triton kernels run for tensors on ``device``: CUDA with triton, or any device under the interpreter
-    (CPU tensors)."""
-    import torch
-
-    dev = torch.device(device)
-    if not triton_available():
-        return False
-    if interpreting():
-        return dev.type == "cpu"
-    return dev.type == "cuda"
-
-
-__all__ = ["interpreting", "triton_available", "usable_on"]
+__all__ = [
+    "CHOICES",
+    "ENV",
+    "chunk_unfit",
+    "float_unfit",
+    "interpreting",
+    "kernels_setting",
+    "note_kernel",
+    "set_kernels",
+    "triton_available",
+    "triton_unusable",
+    "usable_on",
+    "use_kernels",
+    "want_triton",
+]

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import interpreting
+from .device import interpreting
 
 _TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 

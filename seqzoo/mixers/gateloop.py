@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from ..ops.gateloop import gateloop_op
+from ..ops.gateloop import gateloop_op, triton_fits
 from .base import Mixer, register_mixer
 
 TRANSITIONS = ("data", "fixed", "real", "retnet")
@@ -218,10 +218,9 @@ class GateLoop(Mixer):
             self.check_state(x, state)
         q, k, v, log_mag, theta = self.head_inputs(x)
         impl = self._impl(mode)
-        if impl == "chunkwise" and x.is_cuda and x.dtype != torch.float64:
-            from ..kernels import usable_on
-
-            impl = "triton" if usable_on(x.device) else impl
+        # the chunkwise mode runs the Triton kernel (with this chunk_size) where the kernels switch allows it
+        if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size):
+            impl = "triton"
         y, new_state = gateloop_op(q, k, v, log_mag, theta, state, impl=impl, chunk_size=self.chunk_size)
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)  # (B, T, d_v)
         if self.out_proj is not None:

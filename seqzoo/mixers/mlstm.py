@@ -24,7 +24,7 @@ from einops import rearrange
 from torch import nn
 
 from ..ops.causal_conv import causal_conv1d
-from ..ops.mlstm import FORGET_GATES, mlstm
+from ..ops.mlstm import FORGET_GATES, mlstm, triton_fits
 from .base import Mixer, register_mixer
 
 VARIANTS = ("neurips", "7b")
@@ -223,12 +223,9 @@ class MLSTM(Mixer):
         q = rearrange(q, "b t (h k) -> b t h k", h=H)
         k = rearrange(k, "b t (h k) -> b t h k", h=H)
         v = rearrange(v, "b t (h v) -> b t h v", h=H)
-        impl = mode
-        # the Triton mLSTM has no Triton backward yet: use it on CUDA for inference / no-grad prefill only
-        if mode == "chunkwise" and q.is_cuda and q.dtype != torch.float64 and not torch.is_grad_enabled():
-            from ..kernels import usable_on
-
-            impl = "triton" if usable_on(q.device) else impl
+        # the chunkwise mode runs the Triton kernel, forward and backward (training too), where the kernels
+        # switch allows it (CUDA by default)
+        impl = "triton" if mode == "chunkwise" and triton_fits(q, k, v, self.chunk_size) else mode
         return mlstm(
             q,
             k,

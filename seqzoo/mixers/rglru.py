@@ -21,7 +21,7 @@ from einops import rearrange
 from torch import nn
 
 from ..ops.causal_conv import causal_conv1d
-from ..ops.rglru import rglru
+from ..ops.rglru import rglru, triton_fits
 from .base import Mixer, register_mixer
 
 A_INITS = ("code", "paper")
@@ -95,7 +95,8 @@ class RGLRU(nn.Module):
 
     def forward(self, x: torch.Tensor, reset: torch.Tensor | None, h0: torch.Tensor | None, mode: str):
         gx, ga = self.input_gate(x), self.a_gate(x)
-        impl = "naive" if mode == "recurrent" else ("auto" if x.is_cuda else "scan")  # auto: Triton on CUDA
+        # the "scan" mode runs the fused Triton kernel where the kernels switch allows it (CUDA by default)
+        impl = "naive" if mode == "recurrent" else ("triton" if triton_fits("rglru", x, gx, ga) else "scan")
         return rglru(x, gx, ga, self.a_param, reset, h0, self.c, impl=impl)
 
 

@@ -7,9 +7,9 @@ The state is the last k-1 inputs ``(B, k-1, C)``; prepending it makes a split se
 
 Implementations (``impl=``): ``"torch"`` (``torch_conv.py``, ``F.conv1d``; with ``segment_pos`` k-1 masked multiply-adds),
 ``"naive"`` (the reference loop, ``naive.py``), ``"triton"`` (``triton.py: causal_conv1d_triton``: one fwd and one
-bwd Triton kernel, document masking exact in-kernel, fp32 accumulation) and ``"auto"`` (the default: Triton for
-CUDA tensors of float32/float16/bfloat16 when triton is importable, torch otherwise; the interpreter is never
-chosen by "auto"). triton is imported only when the Triton path runs. ``activation="silu"`` applies SiLU to y
+bwd Triton kernel, document masking exact in-kernel, fp32 accumulation) and ``"auto"`` (the default: Triton when
+the kernels switch allows it, ``seqzoo.kernels.want_triton``: by default CUDA tensors of float32/float16/bfloat16
+when triton is importable, never the interpreter; torch otherwise). triton is imported only when the Triton path runs. ``activation="silu"`` applies SiLU to y
 (fused into the kernel on the Triton path).
 
 Document masking (Griffin, arXiv:2402.19427 §3.1): with ``segment_pos (B, T)`` (0 where a document starts),
@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ...kernels import float_unfit, note_kernel, want_triton
 from .common import ACTIVATIONS
 from .naive import causal_conv1d_naive
 from .torch_conv import causal_conv1d_torch
@@ -30,14 +31,10 @@ from .torch_conv import causal_conv1d_torch
 IMPLS = ("auto", "torch", "naive", "triton")
 
 
-def _auto_triton(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
-    """ "auto" picks Triton for CUDA float32/float16/bfloat16 tensors when triton is importable (not interpreted)."""
-    floats = (torch.float32, torch.float16, torch.bfloat16)
-    if not x.is_cuda or any(t is not None and (t.dtype not in floats or t.device != x.device) for t in (x, *others)):
-        return False
-    from ...kernels import usable_on
-
-    return usable_on(x.device)
+def triton_fits(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
+    """Should "auto" run the Triton kernel (``seqzoo.kernels.want_triton``: the kernels switch, the device,
+    float32/float16/bfloat16 tensors on one device)."""
+    return want_triton("causal_conv1d", x.device, float_unfit(x, *others))
 
 
 def causal_conv1d(
@@ -58,7 +55,10 @@ def causal_conv1d(
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    if impl == "triton" or (impl == "auto" and _auto_triton(x, weight, bias, state)):
+    if impl == "auto":
+        impl = "triton" if triton_fits(x, weight, bias, state) else "torch"
+    note_kernel("causal_conv1d", impl, x.device)
+    if impl == "triton":
         from .triton import causal_conv1d_triton
 
         return causal_conv1d_triton(x, weight, bias, state, segment_pos, activation=activation)
@@ -68,4 +68,4 @@ def causal_conv1d(
     return (F.silu(y) if activation == "silu" else y), new_state
 
 
-__all__ = ["ACTIVATIONS", "IMPLS", "causal_conv1d", "causal_conv1d_naive", "causal_conv1d_torch"]
+__all__ = ["ACTIVATIONS", "IMPLS", "causal_conv1d", "causal_conv1d_naive", "causal_conv1d_torch", "triton_fits"]

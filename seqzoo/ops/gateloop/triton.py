@@ -16,8 +16,9 @@ and the state update are ``tl.dot`` with fp32 accumulation. Missing tokens of th
 (q = k = v = 0, log_a = 0), so any T works.
 
 Complex GateLoop transitions run the same kernel on phase-rotated q, k of width 2K (``gateloop_triton``).
-Backward: not a Triton kernel yet; ``GLATriton.backward`` recomputes with ``ops.gateloop.gateloop_chunkwise``
-under autograd (correct, not fast). Reference in the tests: ``ops.gateloop.gateloop_naive``.
+Backward (``backward="triton"``, the default; ``_backward``): the chunk states are recomputed, a reverse sweep gives
+the state gradients, then every chunk computes dq, dk, dv in parallel; ``backward="torch"`` recomputes with
+``ops.gateloop.gateloop_chunkwise`` under autograd. Reference in the tests: ``ops.gateloop.gateloop_naive``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ...errors import require
+from ...kernels import chunk_unfit
 from ...kernels._common import check_float, configs, dot_dtype, next_pow2
 from .chunkwise import gateloop_chunkwise
 
@@ -472,8 +475,8 @@ def gla_triton(
     if not mx <= 1e-6:
         raise ValueError(f"gla_triton: log_a must be <= 0 (|a| <= 1), got max {mx:.3g}")
     chunk = chunk_size or 16
-    if chunk < 16 or chunk & (chunk - 1):
-        raise ValueError(f"gla_triton: chunk_size must be a power of two >= 16, got {chunk}")
+    unfit = chunk_unfit(chunk)
+    require(unfit is None, f"gla_triton: {unfit}")
     q, k, v, log_a = (t.contiguous() for t in (q, k, v, log_a))
     S0 = None if state is None else state.float().contiguous()
     return GLATriton.apply(q, k, v, log_a, S0, chunk, out_dtype or v.dtype, backward)

@@ -1,11 +1,15 @@
 """mLSTM cell ops: naive references, recurrent step loop, parallel (stable) and chunkwise forms.
 
 ``mlstm(q, k, v, i, f, state=None, impl="auto")`` dispatches; ``impl="auto"`` uses the recurrent step
-for T = 1 and the chunkwise form otherwise. Derivations: README.md in this folder.
+for T = 1 and otherwise the Triton chunkwise kernel (``triton.py``, forward and backward) when the kernels switch
+allows it (``seqzoo.kernels.want_triton``: CUDA by default) and the PyTorch chunkwise form when not.
+Derivations: README.md in this folder.
 """
 
 from __future__ import annotations
 
+from ...errors import require
+from ...kernels import chunk_unfit, float_unfit, note_kernel, want_triton
 from .chunkwise import mlstm_chunkwise
 from .common import FORGET_GATES, check_inputs, log_forget, zero_state
 from .naive import mlstm_naive_parallel, mlstm_naive_recurrent
@@ -24,14 +28,14 @@ def mlstm(
     if impl not in IMPLS:
         raise ValueError(f"mlstm: impl must be one of {IMPLS}, got {impl!r}")
     if impl == "auto":
-        impl = "recurrent" if q.shape[1] == 1 else "chunkwise"
+        impl = "recurrent" if q.shape[1] == 1 else ("triton" if triton_fits(q, k, v, chunk_size) else "chunkwise")
+    note_kernel("mlstm", impl, q.device)
     if impl == "triton":  # triton.py (Triton forward and backward)
         from .triton import mlstm_triton
 
-        pow2 = chunk_size >= 16 and chunk_size & (chunk_size - 1) == 0
-        return mlstm_triton(
-            q, k, v, i, f, state, chunk_size=chunk_size if pow2 else None, eps=eps, forget_gate=forget_gate
-        )
+        unfit = chunk_unfit(chunk_size)
+        require(unfit is None, f"mlstm: {unfit}")
+        return mlstm_triton(q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate)
     if impl == "chunkwise":
         return mlstm_chunkwise(q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate)
     if impl == "parallel":
@@ -39,6 +43,12 @@ def mlstm(
     if impl == "recurrent":
         return mlstm_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
     return mlstm_naive_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
+
+
+def triton_fits(q, k, v, chunk_size: int) -> bool:
+    """Should the chunkwise mLSTM run the Triton kernel (``seqzoo.kernels.want_triton``: the kernels switch,
+    the device, float32/float16/bfloat16 inputs, a power-of-two chunk >= 16)."""
+    return want_triton("mlstm", q.device, float_unfit(q, k, v) or chunk_unfit(chunk_size))
 
 
 __all__ = [
@@ -54,5 +64,6 @@ __all__ = [
     "mlstm_recurrent",
     "mlstm_step",
     "stable_forget_matrix",
+    "triton_fits",
     "zero_state",
 ]

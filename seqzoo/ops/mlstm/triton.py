@@ -60,6 +60,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ...errors import require
+from ...kernels import chunk_unfit
 from ...kernels._common import check_float, configs, dot_dtype, interpreting, next_pow2
 from .chunkwise import mlstm_chunkwise
 from .common import check_inputs, log_forget
@@ -621,8 +623,8 @@ def mlstm_triton(
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_float(name, t)
     chunk = chunk_size or (16 if interpreting() else 64)
-    if chunk < 16 or chunk & (chunk - 1):
-        raise ValueError(f"mlstm_triton: chunk_size must be a power of two >= 16, got {chunk}")
+    unfit = chunk_unfit(chunk)
+    require(unfit is None, f"mlstm_triton: {unfit}")
     q, k, v, i, f = (t.contiguous() for t in (q, k, v, i, f))
     C0, n0, m0 = (None, None, None) if state is None else (s.float().contiguous() for s in state)
     h, C, n, m = MLSTMTriton.apply(q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate, backward)

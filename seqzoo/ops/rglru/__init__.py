@@ -4,7 +4,8 @@
   * ``"naive"``: the Python loop over t (the truth; the T = 1 decode path);
   * ``"scan"``: the two-level chunked scan with a reverse-scan custom backward (training / prefill);
   * ``"triton"``: the fused Triton kernel (``triton.py: rglru_fused_triton``; CUDA, fp32/bf16/fp16);
-  * ``"auto"``: ``"naive"`` for T == 1, ``"triton"`` on CUDA when triton is installed, else ``"scan"``.
+  * ``"auto"``: ``"naive"`` for T == 1, ``"triton"`` when the kernels switch allows it
+    (``seqzoo.kernels.want_triton``: CUDA with triton installed by default), else ``"scan"``.
 ``linear_scan`` exposes the bare scan with the same ``impl`` switch.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from ...kernels import float_unfit, note_kernel, want_triton
 from .gates import SqrtBoundDerivative, check_rglru_inputs, rglru_gates, sqrt_bound_derivative
 from .naive import acc_dtype, linear_scan_naive, rglru_naive
 from .scan import default_chunk, linear_scan_chunked
@@ -19,10 +21,10 @@ from .scan import default_chunk, linear_scan_chunked
 IMPLS = ("auto", "naive", "scan", "triton")
 
 
-def _triton_ok(x: torch.Tensor) -> bool:
-    from ...kernels import usable_on
-
-    return x.is_cuda and x.dtype in (torch.float32, torch.bfloat16, torch.float16) and usable_on(x.device)
+def triton_fits(op: str, *tensors: torch.Tensor | None) -> bool:
+    """Should ``op`` ("rglru" or "linear_scan") run its Triton kernel (``seqzoo.kernels.want_triton``: the kernels
+    switch, the device, float32/float16/bfloat16 inputs)."""
+    return want_triton(op, tensors[0].device, float_unfit(*tensors))
 
 
 def linear_scan(
@@ -35,9 +37,12 @@ def linear_scan(
         raise ValueError(f"a and b must both have shape (B, T, R), got {tuple(a.shape)} and {tuple(b.shape)}")
     if h0 is not None and h0.shape != (b.shape[0], b.shape[2]):
         raise ValueError(f"h0 must have shape ({b.shape[0]}, {b.shape[2]}), got {tuple(h0.shape)}")
-    if impl == "naive" or (impl == "auto" and b.shape[1] == 1):
+    if impl == "auto":
+        impl = "naive" if b.shape[1] == 1 else ("triton" if triton_fits("linear_scan", b, a) else "scan")
+    note_kernel("linear_scan", impl, b.device)
+    if impl == "naive":
         return linear_scan_naive(a, b, h0)
-    if impl == "triton" or (impl == "auto" and _triton_ok(b)):
+    if impl == "triton":
         from .triton import linear_scan_triton
 
         return linear_scan_triton(a, b, h0)
@@ -54,7 +59,10 @@ def rglru(
     check_rglru_inputs(x, gate_x, gate_a, a_param, reset)
     if impl not in IMPLS:
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    if impl == "triton" or (impl == "auto" and x.shape[1] > 1 and _triton_ok(x)):
+    if impl == "auto":
+        impl = "naive" if x.shape[1] == 1 else ("triton" if triton_fits("rglru", x, gate_x, gate_a) else "scan")
+    note_kernel("rglru", impl, x.device)
+    if impl == "triton":
         from .triton import rglru_fused_triton
 
         return rglru_fused_triton(x, gate_x, gate_a, a_param, reset, h0, c)
@@ -75,4 +83,5 @@ __all__ = [
     "rglru_gates",
     "rglru_naive",
     "sqrt_bound_derivative",
+    "triton_fits",
 ]

@@ -1,0 +1,44 @@
+"""Can the Triton kernels run here: is triton importable, is it the CPU interpreter, which devices it serves.
+
+None of these import triton (``importlib.util.find_spec`` only), so they are safe in ``import seqzoo``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+
+
+def triton_available() -> bool:
+    """True when triton is importable (it is never imported by this check)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def interpreting() -> bool:
+    """True under Triton's CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def triton_unusable(device) -> str | None:
+    """Why the Triton kernels cannot run for tensors on ``device`` (a sentence), or None when they can: CUDA
+    tensors with triton installed, or CPU tensors under the interpreter."""
+    dev = torch.device(device)
+    if not triton_available():
+        return "triton is not installed (pip install triton)"
+    if interpreting():
+        if dev.type != "cpu":
+            return f"under TRITON_INTERPRET=1 the kernels run on CPU tensors only, got {dev.type} tensors"
+        return None
+    if dev.type != "cuda":
+        return f"the kernels run on CUDA tensors (CPU tensors only under TRITON_INTERPRET=1), got {dev.type} tensors"
+    return None
+
+
+def usable_on(device) -> bool:
+    """Can the Triton kernels run for tensors on ``device``: CUDA with triton, or CPU tensors under the interpreter."""
+    return triton_unusable(device) is None
+
+
+__all__ = ["interpreting", "triton_available", "triton_unusable", "usable_on"]

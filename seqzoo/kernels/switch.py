@@ -1,0 +1,128 @@
+"""One switch for every Triton kernel, and a word on which implementation each op runs.
+
+``SEQZOO_KERNELS=torch|triton|auto`` (environment, read at every dispatch) or its Python equivalent
+``set_kernels(...)`` / ``with use_kernels(...)`` (which take precedence over the variable) decides what the
+``impl="auto"`` dispatch of every op (``ops/<op>/__init__.py``) and the chunkwise / scan modes of the mixers run:
+
+* ``auto`` (default): the op's Triton kernel for CUDA tensors the kernel takes (dtype, chunk size) when triton is
+  installed, the PyTorch implementation otherwise. The CPU interpreter is never chosen by ``auto``.
+* ``torch``: never a Triton kernel (the escape hatch when a kernel misbehaves on some GPU).
+* ``triton``: always the Triton kernel where an op has one; an ``InputError`` saying why when it cannot run (triton
+  missing, tensors not on CUDA and no ``TRITON_INTERPRET=1``, a dtype or chunk size the kernel does not take).
+
+An explicit ``impl=`` other than ``"auto"`` is never overridden. The first time each (op, implementation, device
+type) runs, ``logging.getLogger("seqzoo.kernels")`` logs it once at INFO.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from ..errors import InputError, require
+from .device import triton_unusable
+
+ENV = "SEQZOO_KERNELS"
+CHOICES = ("auto", "torch", "triton")
+
+log = logging.getLogger("seqzoo.kernels")
+_override: str | None = None  # set_kernels / use_kernels; None: read the environment variable
+_seen: set[tuple[str, str, str]] = set()  # (op, impl, device type) already logged
+
+
+def _validated(value: object, where: str) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in CHOICES:
+        raise InputError(f"{where} must be one of {', '.join(CHOICES)}; got {value!r}")
+    return value.strip().lower()
+
+
+def kernels_setting() -> str:
+    """The switch in force: the Python setting if any, else ``$SEQZOO_KERNELS`` (unset or empty: ``auto``)."""
+    if _override is not None:
+        return _override
+    raw = os.environ.get(ENV, "")
+    return "auto" if raw.strip() == "" else _validated(raw, ENV)
+
+
+def set_kernels(value: str | None) -> None:
+    """Set the switch for this process (``"torch"``, ``"triton"``, ``"auto"``); None hands it back to
+    ``$SEQZOO_KERNELS``."""
+    global _override
+    _override = None if value is None else _validated(value, f"set_kernels ({ENV})")
+
+
+@contextmanager
+def use_kernels(value: str) -> Iterator[None]:
+    """``with use_kernels("torch"): ...`` runs the block under that setting and restores the previous one."""
+    global _override
+    previous = _override
+    set_kernels(value)
+    try:
+        yield
+    finally:
+        _override = previous
+
+
+def want_triton(op: str, device, unfit: str | None = None) -> bool:
+    """The ``impl="auto"`` decision for ``op`` on tensors on ``device``: True runs its Triton kernel.
+
+    ``unfit`` says why these inputs cannot take the kernel (dtype, chunk size, ...), None when they can.
+    Under ``triton`` a kernel that cannot run is an ``InputError`` naming the op and the reason.
+    """
+    setting = kernels_setting()
+    if setting == "torch":
+        return False
+    why = triton_unusable(device)
+    if setting == "auto":
+        return why is None and unfit is None and torch.device(device).type == "cuda"
+    reason = why or unfit
+    require(
+        reason is None,
+        f"the kernels setting is 'triton' ({ENV} / set_kernels) but the {op} Triton kernel cannot run: {reason}",
+    )
+    return True
+
+
+def note_kernel(op: str, impl: str, device) -> None:
+    """Log the first use of ``impl`` for ``op`` on this device type (once per process)."""
+    key = (op, impl, torch.device(device).type)
+    if key in _seen:
+        return
+    _seen.add(key)
+    log.info("seqzoo.kernels: %s runs the %s implementation on %s tensors (first use)", *key)
+
+
+def float_unfit(*tensors: torch.Tensor | None) -> str | None:
+    """Why the Triton kernels cannot take these tensors' dtypes / devices, None when they can."""
+    floats = (torch.float32, torch.float16, torch.bfloat16)
+    ts = [t for t in tensors if t is not None]
+    for t in ts:
+        if t.dtype not in floats:
+            return f"the kernel takes float32/float16/bfloat16 tensors, got {t.dtype}"
+        if t.device != ts[0].device:
+            return f"tensors on {ts[0].device} and {t.device}"
+    return None
+
+
+def chunk_unfit(chunk_size: int) -> str | None:
+    """Why ``chunk_size`` cannot be a Triton chunk (a power of two >= 16: ``tl.arange`` tiles), None when it can."""
+    if isinstance(chunk_size, int) and chunk_size >= 16 and chunk_size & (chunk_size - 1) == 0:
+        return None
+    return f"chunk_size must be a power of two >= 16 (16, 32, 64, ...) on the Triton path, got {chunk_size!r}"
+
+
+__all__ = [
+    "CHOICES",
+    "ENV",
+    "chunk_unfit",
+    "float_unfit",
+    "kernels_setting",
+    "note_kernel",
+    "set_kernels",
+    "use_kernels",
+    "want_triton",
+]
