@@ -498,7 +498,7 @@ def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | 
         S_T = e^{iΘ_T} (S̃_cos − i S̃_sin),   with S̃_cos0 = Re S_0, S̃_sin0 = −Im S_0
 
     The rotation, the duplicated decays and the state conversion are torch ops (differentiable); the kernel
-    sees a real GLA with 2K key dims (anchors.md §7 target 2).
+    sees a real GLA with 2K key dims.
     """
     if state is not None and not state.is_complex():
         raise ValueError("gateloop_triton: state must be complex (B, H, K, V) as returned by gateloop_op")

@@ -1,9 +1,8 @@
-"""Triton chunkwise mLSTM with stabilised exponential gating, forward and backward (xLSTM, arXiv:2405.04517;
-spec §3.3). Reference in the tests: ``ops.mlstm.mlstm_naive_recurrent``.
+"""Triton chunkwise mLSTM with stabilised exponential gating, forward and backward (xLSTM, arXiv:2405.04517). Reference in the tests: ``ops.mlstm.mlstm_naive_recurrent``.
 
 Forward. One program per (batch·head, block of BV value columns) walks the chunks of L tokens in order, keeping
-the state ``C (K, BV)``, ``n (K)`` and the stabiliser ``m`` in fp32 registers (the "states kept on chip" row of
-anchors.md §2.2: the forward never writes chunk states to memory). Per chunk, with q̃ = K^{-1/2} q,
+the state ``C (K, BV)``, ``n (K)`` and the stabiliser ``m`` in fp32 registers (states kept on chip: the
+forward never writes chunk states to memory). Per chunk, with q̃ = K^{-1/2} q,
 b_τ = Σ_{j<=τ} log f_j, g = b_L and (C, n, m) the state entering the chunk:
 
     D̃_τσ = Σ_{σ<j<=τ} log f_j + i_σ (σ <= τ),  M_τ = max(b_τ + m, max_σ D̃_τσ),  P_τσ = e^{D̃_τσ−M_τ},  w0_τ = e^{b_τ+m−M_τ}

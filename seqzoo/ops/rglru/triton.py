@@ -2,8 +2,8 @@
 
 Forward: one program per (batch row, block of BLOCK_R channels) walks the sequence in tiles of BT steps: loads a
 (BT, BLOCK_R) tile of a and b at once (many loads in flight, not one dependent load per step), scans it with
-``tl.associative_scan`` and applies the carried state h (fp32) — reads a, b once, writes h once (the 3·N·s bytes
-of anchors.md §2.1; no chunk carries in memory, no second pass).
+``tl.associative_scan`` and applies the carried state h (fp32) — reads a, b once, writes h once (3·N·s bytes
+in all; no chunk carries in memory, no second pass).
 Backward: the reverse scan of the same form, tiles from the end, reverse ``tl.associative_scan`` of
 (a_{t+1}, dh_t) with the carried gradient in fp32:
 
@@ -399,7 +399,7 @@ class RGLRUFusedTriton(torch.autograd.Function):
 
 def rglru_fused_triton(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0):
     """Fused RG-LRU: gates, decay, sqrt-normalised input and the scan in one pass (reads x and two gate
-    pre-activations, writes y: 4·N·s bytes, anchors.md §2.1); backward is one reverse pass with the gate chain rule.
+    pre-activations, writes y: 4·N·s bytes); backward is one reverse pass with the gate chain rule.
 
     Same contract as ``ops.rglru.rglru``: ``x, gate_x, gate_a (B, T, R)``, ``a_param (R)``, ``reset (B, T)`` bool,
     ``h0 (B, R)`` -> ``y (B, T, R)`` in x's dtype, ``h_T (B, R)`` fp32. Gate math in fp32 whatever the input dtype
