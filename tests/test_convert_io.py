@@ -227,3 +227,14 @@ def test_from_official_package_weights(shared, kind, case, config_key):
     assert float((got - ref).abs().max() / ref.abs().max()) <= 1e-5
     with pytest.raises(InputError, match="kind must be one of"):
         from_official(f["official"], f["meta"][config_key], "mamba")
+
+
+def test_convert_help(capsys):
+    from seqzoo.cli import make_parser
+
+    with pytest.raises(SystemExit) as e:
+        main(["convert", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--out" in out and "--dtype" in out and "--max-shard-size" in out
+    assert "convert" in make_parser().format_help()
