@@ -5,12 +5,14 @@ None of these import triton (``importlib.util.find_spec`` only), so they are saf
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
 import torch
 
 
+@functools.cache  # a sys.path search; the dispatch asks on every call and the answer cannot change in-process
 def triton_available() -> bool:
     """True when triton is importable (it is never imported by this check)."""
     return importlib.util.find_spec("triton") is not None

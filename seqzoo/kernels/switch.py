@@ -76,10 +76,9 @@ def want_triton(op: str, device, unfit: str | None = None) -> bool:
     setting = kernels_setting()
     if setting == "torch":
         return False
-    why = triton_unusable(device)
-    if setting == "auto":
-        return why is None and unfit is None and torch.device(device).type == "cuda"
-    reason = why or unfit
+    if setting == "auto":  # the device test first: CPU calls (decode steps) skip the availability checks
+        return torch.device(device).type == "cuda" and unfit is None and triton_unusable(device) is None
+    reason = triton_unusable(device) or unfit
     require(
         reason is None,
         f"the kernels setting is 'triton' ({ENV} / set_kernels) but the {op} Triton kernel cannot run: {reason}",
