@@ -1,0 +1,73 @@
+"""A sweep is a list of runs; each run is named by a short hash of its whole resolved configuration.
+
+``RunSpec(fn, config, labels)``: ``fn`` is ``"module:function"`` (importable by name, so a worker process can run
+it), ``config`` the fully resolved JSON configuration the function receives (model, task, training settings,
+seed, evaluation), ``labels`` how the run appears in tables (model, probe, setting, seed; not hashed).
+
+The run key hashes ``fn``, ``config`` and the **code version**: the package version plus a SHA-256 of the Python
+sources that define the computation: the packages ``ops``, ``mixers``, ``blocks``, ``models``, ``tasks``,
+``train``, ``eval`` and the file that defines ``fn``. Plots, reports, docs and the CLI are left out (they do not
+change a number). We chose a source hash over the git commit because a commit misses uncommitted edits (a run
+made from a modified tree would be filed under the clean commit) and is absent in an installed package; the
+cost is that any edit of a computing file, even a comment, reruns the sweep, which errs on the safe side.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PACKAGE = Path(__file__).resolve().parents[1]
+COMPUTE_PACKAGES = ("ops", "mixers", "blocks", "models", "tasks", "train", "eval")
+
+
+@functools.cache
+def _tree_hash() -> str:
+    h = hashlib.sha256()
+    for sub in COMPUTE_PACKAGES:
+        for path in sorted((PACKAGE / sub).rglob("*.py")):
+            h.update(str(path.relative_to(PACKAGE)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+@functools.cache
+def code_version(fn: str = "") -> str:
+    """``<version>+<12 hex>``: the package version and the hash of the computing sources (and ``fn``'s file)."""
+    from .. import __version__
+
+    h = hashlib.sha256(_tree_hash().encode())
+    if fn:
+        mod = importlib.import_module(fn.split(":")[0])
+        h.update(Path(mod.__file__).read_bytes())
+    return f"{__version__}+{h.hexdigest()[:12]}"
+
+
+def canonical(obj: Any) -> str:
+    """One JSON text per configuration: sorted keys, tuples as lists, no whitespace."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=list)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    fn: str
+    config: dict[str, Any]
+    labels: dict[str, Any] = field(default_factory=dict)
+
+    def key(self, code: str | None = None) -> str:
+        """12 hex digits of SHA-256 over (fn, config, code version); the run's folder name."""
+        code = code_version(self.fn) if code is None else code
+        text = canonical({"fn": self.fn, "config": self.config, "code": code})
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def product(**axes: list[Any]) -> list[dict[str, Any]]:
+    """Every combination of the axes, in order: ``product(model=[a, b], seed=[0, 1])`` -> 4 dicts."""
+    names = list(axes)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]

@@ -1,0 +1,127 @@
+"""Run a list of :class:`RunSpec` into ``<root>/runs/<key>/``: skip what is done, resume what was cut, run the rest.
+
+Each run folder holds ``config.json`` (fn, resolved config, labels, code version, key), whatever the run function
+writes (the trainer's checkpoint and metrics under ``train/``), and, once it finished, ``done.json`` (its metrics
+and wall time) written atomically. A run with ``done.json`` is skipped; one without it is started again by its
+function, which resumes from the trainer's checkpoint in the same folder (the trainer restores model, optimiser,
+RNG and step exactly). A run that raises is recorded with status ``error`` and no ``done.json``, so the next call
+retries it. ``procs > 1`` runs in that many spawned processes; every process (the parent too, when
+``procs == 1``) is pinned to one torch thread so the numbers do not depend on ``procs``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import multiprocessing as mp
+import os
+import random
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ..errors import require
+from .grid import RunSpec, code_version
+
+
+def seed_everything(seed: int) -> None:
+    """Python, numpy and torch RNGs from ``seed``: called before a run builds its model, so init is reproducible."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _pin_one_thread() -> None:
+    import torch
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+    tmp.replace(path)  # atomic: a reader sees the old file or the whole new one
+
+
+def _call(fn: str, config: dict, run_dir: Path) -> dict:
+    mod, name = fn.split(":")
+    return getattr(importlib.import_module(mod), name)(config, run_dir)
+
+
+def _execute(job: dict[str, Any]) -> dict[str, Any]:
+    """One run in this process (worker or parent)."""
+    _pin_one_thread()
+    run_dir = Path(job["run_dir"])
+    record = {"key": job["key"], "labels": job["labels"], "run_dir": str(run_dir)}
+    t0 = time.time()
+    try:
+        metrics = _call(job["fn"], job["config"], run_dir)
+    except Exception as e:  # one failing run must not lose the others; the next call retries it
+        (run_dir / "error.txt").write_text(traceback.format_exc())
+        return {**record, "status": "error", "error": f"{type(e).__name__}: {e}"}
+    wall = round(time.time() - t0, 2)
+    _write_json(run_dir / "done.json", {"metrics": metrics, "wall_s": wall})
+    return {**record, "status": "ran", "metrics": metrics, "wall_s": wall}
+
+
+def run_sweep(
+    specs: list[RunSpec], root: str | Path, procs: int = 1, log=print, code: str | None = None
+) -> list[dict[str, Any]]:
+    """Run ``specs`` under ``root``; returns one record per spec, in order: key, labels, run_dir, status
+    (``skipped`` = found done, ``ran``, ``error``), metrics and wall_s. ``code`` overrides the code version
+    (tests)."""
+    require(isinstance(procs, int) and procs >= 1, f"procs must be an int >= 1, got {procs!r}")
+    runs = Path(root) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    records: list[dict[str, Any] | None] = [None] * len(specs)
+    jobs, seen = [], {}
+    for i, spec in enumerate(specs):
+        version = code if code is not None else code_version(spec.fn)
+        key = spec.key(version)
+        run_dir = runs / key
+        if key in seen:  # the same configuration twice in one grid is one run
+            records[i] = {"dup_of": seen[key]}
+            continue
+        seen[key] = i
+        done = run_dir / "done.json"
+        if done.is_file():
+            d = json.loads(done.read_text())
+            records[i] = {
+                "key": key,
+                "labels": spec.labels,
+                "run_dir": str(run_dir),
+                "status": "skipped",
+                "metrics": d["metrics"],
+                "wall_s": d["wall_s"],
+            }
+            continue
+        run_dir.mkdir(parents=True, exist_ok=True)
+        meta = {"key": key, "fn": spec.fn, "code_version": version, "labels": spec.labels, "config": spec.config}
+        _write_json(run_dir / "config.json", meta)
+        jobs.append(
+            (i, {"key": key, "fn": spec.fn, "config": spec.config, "labels": spec.labels, "run_dir": str(run_dir)})
+        )
+    log(f"[sweep] {len(specs)} runs: {len(specs) - len(jobs)} done before, {len(jobs)} to run, {procs} process(es)")
+    if procs > 1 and len(jobs) > 1:
+        with mp.get_context("spawn").Pool(min(procs, len(jobs)), initializer=_pin_one_thread) as pool:
+            for (i, _), rec in zip(jobs, pool.imap(_execute, [j for _, j in jobs])):
+                records[i] = rec
+                log(f"[sweep] {_label(rec)}: {rec['status']}")
+    else:
+        for i, job in jobs:
+            records[i] = _execute(job)
+            log(f"[sweep] {_label(records[i])}: {records[i]['status']}")
+    for i, rec in enumerate(records):
+        if "dup_of" in rec:
+            records[i] = records[rec["dup_of"]]
+    return records  # type: ignore[return-value]
+
+
+def _label(rec: dict[str, Any]) -> str:
+    text = " ".join(f"{k}={v}" for k, v in rec["labels"].items()) or rec["key"]
+    return text + (f" ({rec['error']})" if rec.get("status") == "error" else "")

@@ -1,0 +1,126 @@
+"""The standard sweep run: seed, build a model, train it on a task (resumable), evaluate; metrics as a dict.
+
+``config`` (every key is part of the run hash):
+
+* ``seed``: seeds python / numpy / torch *before the model is built*, and the trainer (``train.seed``);
+* ``model``: ``{"type": "lm" | "encoder", "config": ModelConfig dict, "init": None | "xlstm"}`` or
+  ``{"builder": "module:function", "args": {...}}`` (``function(task, **args)`` returns the model);
+* ``task``: ``{"name": ..., **task arguments}`` (``seqzoo.tasks.build_task``);
+* ``train``: ``TrainConfig`` fields (``out_dir`` / ``progress`` / ``resume`` are set here);
+* ``eval`` (optional): ``{"lengths": [...], "tokens": N, "bins": B}`` held-out loss at each evaluation length and
+  the loss per position (``bins`` bins) in the longest windows: tasks with ``windows()`` (text);
+  ``{"difficulty": {...}}`` is only a label.
+
+Returned metrics: ``params``, ``params_non_emb``, ``valid_loss``, ``valid_accuracy``, ``train_loss``, ``train_s``,
+``train_tokens``, ``tokens_per_s``, ``curve`` ([step, train loss]), ``valid_curve`` ([step, loss, accuracy]) and
+``by_length`` / ``per_position`` when asked.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .runner import seed_everything
+
+
+def build(config: dict[str, Any]):
+    """(model, task) of a run configuration; the RNGs are seeded from ``config["seed"]`` before the model."""
+    from ..models.base import MODEL_TYPES
+    from ..models.config import ModelConfig
+    from ..tasks import build_task
+
+    task_args = dict(config["task"])
+    task = build_task(task_args.pop("name"), **task_args)
+    seed_everything(int(config["seed"]))
+    spec = config["model"]
+    if "builder" in spec:
+        mod, name = spec["builder"].split(":")
+        model = getattr(importlib.import_module(mod), name)(task, **spec.get("args", {}))
+    else:
+        model = MODEL_TYPES[spec.get("type", "lm")](ModelConfig.from_dict(spec["config"]))
+        if spec.get("init") == "xlstm":
+            from ..models.presets.xlstm import xlstm_init_
+
+            xlstm_init_(model)
+    return model, task
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def _checkpoint_step(out: Path) -> int:
+    """The step a resumed run starts from (0 without a checkpoint)."""
+    import torch
+
+    from ..train.checkpoint import CHECKPOINT_NAME
+
+    path = out / CHECKPOINT_NAME
+    return int(torch.load(path, map_location="cpu", weights_only=False)["step"]) if path.is_file() else 0
+
+
+def length_eval(model, task, lengths: list[int], tokens: int, bins: int, batch: int = 4) -> dict[str, Any]:
+    """Held-out loss at each length (same valid tokens cut into windows of L) and binned per-position loss in the
+    longest windows: length extrapolation of a model trained at ``task.seq_len``."""
+    import torch
+
+    from ..eval import evaluate
+    from ..eval.evaluate import per_position_loss
+
+    by_length = []
+    for L in lengths:
+        xs, ys = task.windows("valid", seq_len=L, max_windows=max(1, tokens // L))
+        with torch.no_grad():
+            m = evaluate(model, xs, ys, batch_size=batch)
+        by_length.append([L, m["loss"]])
+    Lmax = max(lengths)
+    xs, ys = task.windows("valid", seq_len=Lmax, max_windows=max(1, tokens // Lmax))
+    pp = per_position_loss(model, xs, ys, batch_size=batch)
+    width = max(1, Lmax // bins)
+    per_position = [
+        [b * width + width // 2, float(pp[b * width : (b + 1) * width].mean())] for b in range(Lmax // width)
+    ]
+    return {"by_length": by_length, "per_position": per_position}
+
+
+def train_run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """The run function of every training sweep (see the module docstring)."""
+    from ..train import TrainConfig, train
+
+    model, task = build(config)
+    out = Path(run_dir) / "train"
+    cfg = TrainConfig.from_dict(
+        {**config["train"], "seed": int(config["seed"]), "out_dir": str(out), "progress": False, "resume": True}
+    )
+    start = _checkpoint_step(out)
+    t0 = time.time()
+    res = train(model, task, cfg)
+    train_s = time.time() - t0
+    recs = _records(out / "metrics.jsonl")
+    seq = int(getattr(task, "seq_len", 0) or 0)
+    tokens = cfg.batch_size * seq * (res["step"] - start)  # tokens/s over the steps this call trained
+    metrics: dict[str, Any] = {
+        "params": model.num_parameters(),
+        "params_non_emb": model.num_parameters(exclude_embeddings=True),
+        "valid_loss": res.get("valid_loss"),
+        "valid_accuracy": res.get("valid_accuracy"),
+        "train_loss": res.get("train_loss"),
+        "train_s": round(train_s, 2),
+        "resumed_from_step": start,
+        "train_tokens": tokens,
+        "tokens_per_s": round(tokens / train_s, 1) if train_s > 0 and tokens else None,
+        "curve": [[r["step"], r["loss"]] for r in recs if r.get("split") == "train"],
+        "valid_curve": [[r["step"], r["loss"], r["accuracy"]] for r in recs if r.get("split") == "valid"],
+    }
+    ev = config.get("eval") or {}
+    if ev.get("lengths"):
+        metrics.update(
+            length_eval(model, task, list(ev["lengths"]), int(ev.get("tokens", 8192)), int(ev.get("bins", 16)))
+        )
+    return metrics

@@ -1,0 +1,164 @@
+"""The sweep runner: hash naming, skip / resume, seed merge, parallel processes, strict options, the report."""
+
+import copy
+import json
+
+import pytest
+
+from seqzoo.errors import InputError
+from seqzoo.sweep import (
+    Report,
+    RunSpec,
+    aggregate,
+    plot_series,
+    resolve_options,
+    run_sweep,
+    separations,
+)
+from seqzoo.sweep.train_run import build
+
+FN = "seqzoo.sweep.train_run:train_run"
+
+
+def tiny_config(seed=0, steps=3, num_pairs=2):
+    return {
+        "seed": seed,
+        "model": {
+            "type": "lm",
+            "config": {"vocab_size": 16, "d_model": 16, "n_layers": 1, "pattern": ["attention"], "mlp_ratio": 2.0},
+        },
+        "task": {"name": "mqar", "vocab_size": 16, "num_pairs": num_pairs, "seq_len": 16},
+        "train": {"steps": steps, "batch_size": 8, "lr": 3e-3, "warmup_steps": 1, "eval_every": 0, "eval_samples": 16},
+    }
+
+
+def spec(**kw):
+    cfg = tiny_config(**kw)
+    return RunSpec(FN, cfg, {"model": "attention", "num_pairs": cfg["task"]["num_pairs"], "seed": cfg["seed"]})
+
+
+def _leaves(d, prefix=()):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from _leaves(v, (*prefix, k))
+        else:
+            yield (*prefix, k), v
+
+
+def test_same_config_same_key_and_every_field_changes_it():
+    a, b = spec(), spec()
+    assert a.key() == b.key() and len(a.key()) == 12
+    keys = {a.key()}
+    for path, value in _leaves(a.config):
+        cfg = copy.deepcopy(a.config)
+        node = cfg
+        for p in path[:-1]:
+            node = node[p]
+        node[path[-1]] = (
+            value + 1 if isinstance(value, (int, float)) else [*value, "x"] if isinstance(value, list) else f"{value}x"
+        )
+        keys.add(RunSpec(FN, cfg).key())
+    assert len(keys) == 1 + len(list(_leaves(a.config)))  # every changed field gave a new, distinct key
+    assert RunSpec(FN, a.config).key(code="0.1.0+aaaa") != RunSpec(FN, a.config).key(code="0.1.0+bbbb")
+    assert RunSpec("other.module:fn", a.config).key(code="v") != a.key(code="v")
+    assert RunSpec(FN, a.config, {"model": "renamed"}).key() == a.key()  # labels are display only
+
+
+def test_rerun_unchanged_trains_nothing_and_a_changed_setting_trains_only_that_run(tmp_path):
+    specs = [spec(seed=0), spec(seed=1)]
+    first = run_sweep(specs, tmp_path, log=lambda *_: None)
+    assert [r["status"] for r in first] == ["ran", "ran"]
+    files = [tmp_path / "runs" / r["key"] / n for r in first for n in ("done.json", "train/metrics.jsonl")]
+    stamps = [f.stat().st_mtime_ns for f in files]
+    second = run_sweep(specs, tmp_path, log=lambda *_: None)
+    assert [r["status"] for r in second] == ["skipped", "skipped"]
+    assert [f.stat().st_mtime_ns for f in files] == stamps  # nothing rewritten, nothing retrained
+    assert [r["metrics"] for r in second] == [r["metrics"] for r in first]
+    third = run_sweep([spec(seed=0), spec(seed=1, steps=4)], tmp_path, log=lambda *_: None)
+    assert [r["status"] for r in third] == ["skipped", "ran"]
+    assert third[1]["key"] != first[1]["key"] and third[1]["metrics"]["curve"][-1][0] == 4
+    saved = json.loads((tmp_path / "runs" / third[1]["key"] / "config.json").read_text())
+    assert saved["config"] == spec(seed=1, steps=4).config and saved["code_version"].startswith("0.")
+
+
+def test_a_cut_run_resumes_from_its_checkpoint_with_the_same_numbers(tmp_path):
+    from seqzoo.train import TrainConfig, train
+
+    s = spec(steps=6)
+    fresh = run_sweep([s], tmp_path / "fresh", log=lambda *_: None)[0]
+    run_dir = tmp_path / "cut" / "runs" / s.key()
+    model, task = build(s.config)  # what the runner would do, stopped after 3 of 6 steps
+    train(
+        model,
+        task,
+        TrainConfig(
+            **{**s.config["train"], "seed": 0, "progress": False}, out_dir=str(run_dir / "train"), stop_after=3
+        ),
+    )
+    assert not (run_dir / "done.json").exists()
+    resumed = run_sweep([s], tmp_path / "cut", log=lambda *_: None)[0]
+    assert resumed["status"] == "ran" and resumed["metrics"]["resumed_from_step"] == 3
+    assert resumed["metrics"]["valid_loss"] == fresh["metrics"]["valid_loss"]
+    assert resumed["metrics"]["train_loss"] == fresh["metrics"]["train_loss"]
+
+
+def test_a_failing_run_is_recorded_and_retried(tmp_path):
+    bad = tiny_config()
+    bad["task"]["num_pairs"] = 100  # more pairs than fit in seq_len: the task refuses it
+    recs = run_sweep([RunSpec(FN, bad, {"model": "x"})], tmp_path, log=lambda *_: None)
+    assert recs[0]["status"] == "error" and not (tmp_path / "runs" / recs[0]["key"] / "done.json").exists()
+    assert (tmp_path / "runs" / recs[0]["key"] / "error.txt").is_file()
+
+
+def test_two_processes_give_the_numbers_of_one(tmp_path):
+    specs = [spec(seed=0), spec(seed=1, num_pairs=3)]
+    par = run_sweep(specs, tmp_path / "p2", procs=2, log=lambda *_: None)
+    one = run_sweep(specs, tmp_path / "p1", procs=1, log=lambda *_: None)
+    assert [r["status"] for r in par] == ["ran", "ran"]
+    for a, b in zip(par, one):
+        assert a["key"] == b["key"]
+        assert a["metrics"]["valid_loss"] == b["metrics"]["valid_loss"]
+        assert a["metrics"]["curve"] == b["metrics"]["curve"]
+    with pytest.raises(InputError, match="procs"):
+        run_sweep(specs, tmp_path / "p0", procs=0)
+
+
+def _rec(model, seed, acc, status="ran"):
+    return {"labels": {"model": model, "probe": "p", "seed": seed}, "status": status, "metrics": {"acc": acc}}
+
+
+def test_merge_of_seeds():
+    recs = [_rec("a", 0, 0.9), _rec("a", 1, 0.7), _rec("a", 2, 0.8), _rec("b", 0, 0.5), _rec("b", 1, None, "error")]
+    rows = {r["model"]: r for r in aggregate(recs, ["acc"])}
+    assert rows["a"]["n"] == 3 and rows["a"]["acc_mean"] == pytest.approx(0.8)
+    assert (rows["a"]["acc_min"], rows["a"]["acc_max"]) == (0.7, 0.9)
+    assert rows["b"]["n"] == 1 and rows["b"]["errors"] == 1 and rows["b"]["acc_mean"] == 0.5
+    assert "seed" not in rows["a"]
+    sep = separations(list(rows.values()), "acc", by="model", within=["probe"])
+    assert [(s["better"], s["worse"], s["n1"]) for s in sep] == [("a", "b", True)]
+    close = aggregate([_rec("a", 0, 0.9), _rec("a", 1, 0.4), _rec("b", 0, 0.5), _rec("b", 1, 0.6)], ["acc"])
+    assert separations(close, "acc", by="model", within=["probe"]) == []  # spreads overlap: no claim
+
+
+def test_unknown_option_refused_by_name():
+    defaults = {"steps": 10, "lr": 1e-3, "models": "a,b", "flag": False}
+    got = resolve_options(defaults, {"steps": "12", "flag": "true"}, "exp")
+    assert got == {"steps": 12, "lr": 1e-3, "models": "a,b", "flag": True}
+    with pytest.raises(InputError, match="stepz"):
+        resolve_options(defaults, {"stepz": 3}, "exp")
+    with pytest.raises(InputError, match="steps"):
+        resolve_options(defaults, {"steps": "many"}, "exp")
+
+
+def test_report_md_and_self_contained_html(tmp_path):
+    png = plot_series(
+        tmp_path / "fig.png", {"a": ([1, 2], [0.1, 0.2]), "a spread": ([1, 2], [0.0, 0.1], [0.2, 0.3])}, "x", "y"
+    )
+    rep = Report("t")
+    rep.heading("Summary")
+    rep.table([{"model": "a", "acc": 0.5}], ["model", "acc"])
+    rep.figure(png, "a figure")
+    md, page = rep.write(tmp_path)
+    assert "![a figure](fig.png)" in md.read_text() and "| a | 0.5 |" in md.read_text()
+    text = page.read_text()
+    assert text.count("src='data:image/png;base64,") == 1 and "fig.png" not in text
