@@ -195,30 +195,28 @@ def cmd_zoo(args) -> int:
 
     task = None
     if args.task or args.task_arg:
-        from .experiments.zoo import DEFAULT_TASK
-
-        task = {
-            **(DEFAULT_TASK if not args.task or args.task == "mqar" else {}),
-            **({"name": args.task} if args.task else {}),
-            **_kv(args.task_arg, "--task-arg"),
-        }
+        task = {"name": args.task or "mqar", **_kv(args.task_arg, "--task-arg")}
     res = run_zoo(
         out_dir=args.out,
-        mixers=args.mixers,
-        task=task,
+        suite=args.suite,
+        models=args.models or "",
+        probes=args.probes or "",
+        seeds=args.seeds or "",
+        data=args.data or "",
+        procs=args.procs,
         d_model=args.d_model,
         n_layers=args.n_layers,
         steps=args.steps,
         batch_size=args.batch_size,
         lr=args.lr,
-        seed=args.seed,
         device=args.device,
+        task=task,
         progress=not args.no_progress,
     )
     print()
     print(res["table"])
-    print(f"\nresults: {res['out_dir']}/results.csv, results.json, zoo.png")
-    return 0 if all("error" not in r for r in res["rows"]) else 1
+    print(f"\nreport: {res['report']} (and report.md, summary.csv/json/md, figures/)")
+    return 0 if not res["errors"] else 1
 
 
 # -------------------------------------------------------------------------- bench
@@ -356,20 +354,33 @@ def make_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "zoo",
-        help="train several mixers on one task with the same budget; table + plot",
-        description="Train every listed mixer (default: all causal mixers) on the same task with the "
-        "same model shape and budget. Writes results.csv/json/md and zoo.png to --out.",
+        help="every seed system on a suite of probes at one budget; report.md + report.html",
+        description="Train every zoo model (attention, local attention, GateLoop, mLSTM, sLSTM, xLSTM, Hawk, "
+        "Griffin) on the suite's probes (MQAR at growing pairs, Memory Horizon, byte-level text with loss per "
+        "position) with the same width, depth and budget, through the sweep runner: runs are folders named by a "
+        "hash of their configuration under --out/runs, so a rerun retrains only what changed. Writes report.md, "
+        "a self-contained report.html, summary/results tables (csv, json, md) and figures/ to --out.",
     )
-    s.add_argument("--mixers", help="comma-separated mixer names (default: every causal mixer)")
-    s.add_argument("--task", help="task name (default: mqar with vocab 16, 4 pairs, length 64)")
-    s.add_argument("--task-arg", action="append", metavar="K=V")
-    s.add_argument("--d-model", type=int, default=64)
-    s.add_argument("--n-layers", type=int, default=2)
-    s.add_argument("--steps", type=int, default=300)
-    s.add_argument("--batch-size", type=int, default=64)
-    s.add_argument("--lr", type=float, default=3e-3)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--device", default="cpu")
+    s.add_argument(
+        "--suite", default="quick", choices=["quick", "full"], help="quick (default, 1 seed) | full (2 seeds)"
+    )
+    s.add_argument("--models", "--mixers", dest="models", help="comma-separated zoo models (default: all)")
+    s.add_argument("--probes", help="comma-separated probes of the suite (default: all)")
+    s.add_argument("--seeds", "--seed", dest="seeds", help="comma-separated seeds (default: the suite's)")
+    s.add_argument(
+        "--data",
+        help="text corpus for the text probe (default: $SEQZOO_DATA/tinyshakespeare/input.txt; "
+        "without either the text probe is skipped)",
+    )
+    s.add_argument("--procs", type=int, default=1, help="parallel processes, one thread each (default 1)")
+    s.add_argument("--task", help="one custom task instead of the suite's probes (see `seqzoo list tasks`)")
+    s.add_argument("--task-arg", action="append", metavar="K=V", help="argument of --task (mqar when no --task)")
+    s.add_argument("--d-model", type=int, help="width (default: the suite's)")
+    s.add_argument("--n-layers", type=int, help="depth (default: the suite's)")
+    s.add_argument("--steps", type=int, help="training steps per run (default: the suite's)")
+    s.add_argument("--batch-size", type=int)
+    s.add_argument("--lr", type=float)
+    s.add_argument("--device", help="cpu (default) | cuda")
     s.add_argument("--out", default="results/zoo")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(fn=cmd_zoo)

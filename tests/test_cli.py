@@ -96,9 +96,10 @@ def test_zoo_writes_table_files_and_plot(tmp_path):
         == 0
     )
     rows = json.loads((out / "results.json").read_text())
-    assert [r["mixer"] for r in rows] == ["attention", "local_attention"]
-    assert all(0.0 <= r["valid_accuracy"] <= 1.0 for r in rows)
-    assert (out / "zoo.png").stat().st_size > 1000 and (out / "results.csv").exists()
+    assert [r["model"] for r in rows] == ["attention", "local_attention"]
+    assert all(0.0 <= r["valid_accuracy_mean"] <= 1.0 and r["n"] == 1 for r in rows)
+    assert (out / "report.md").is_file() and "data:image/png;base64," in (out / "report.html").read_text()
+    assert (out / "figures" / "mqar_curves.png").stat().st_size > 1000 and (out / "summary.csv").exists()
 
 
 def test_bench_measures_ratios_against_attention_in_the_same_run(tmp_path):

@@ -59,5 +59,5 @@ def test_main_job_default_runs(tmp_path):
         text=True,
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    assert (tmp_path / "zoo" / "zoo.png").stat().st_size > 1000
-    assert "| mixer |" in res.stdout
+    assert (tmp_path / "zoo" / "report.html").stat().st_size > 1000
+    assert "| probe | setting | model |" in res.stdout

@@ -1,140 +1,127 @@
-"""``seqzoo zoo``: train several mixers on one task with the same budget; table, results files and a plot.
+"""``seqzoo zoo``: every seed system on a suite of probes at the same width, depth and budget, through the sweep
+runner (seqzoo/sweep), then one report folder (``report.md``, self-contained ``report.html``, tables, figures).
 
-Every mixer gets the same model shape (width, depth, MLP), task, steps, batch and learning rate. A mixer
-class may declare ``zoo_kwargs`` (its constructor arguments at this scale) and ``zoo_block_kwargs`` (block
-overrides, e.g. ``{"mlp": "none"}`` for a layer that carries its own MLP).
+Suites and probes are in ``zoo_probes.py``, the models in ``zoo_models.py``, the report in ``zoo_report.py``. Run
+folders live under ``<out>/runs/<hash>``: rerunning the same command retrains nothing, changing one setting
+retrains only the runs it touches. The text probe needs a corpus (``data=`` / ``$SEQZOO_DATA``); without one it is
+skipped and the report says so.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 from pathlib import Path
 from typing import Any
 
-from ..mixers import MIXERS
-from ..models import LanguageModel, ModelConfig
-from ..plots import plot_zoo
-from ..tasks import build_task
-from ..train import TrainConfig, train
+from ..errors import InputError
+from ..sweep import RunSpec, choose, resolve_options, run_sweep
 from . import register_experiment
+from .data import TEXT, find_data
+from .zoo_models import ZOO_MODELS, model_spec
+from .zoo_probes import SUITES, Probe
 
-DEFAULT_TASK = {"name": "mqar", "vocab_size": 16, "num_pairs": 4, "seq_len": 64}
-
-
-def default_mixers() -> list[str]:
-    """Every causal mixer, except those that declare ``in_zoo_default = False`` (too slow for the default run)."""
-    return sorted(n for n, cls in MIXERS.items() if cls.causal and getattr(cls, "in_zoo_default", True))
-
-
-def zoo_config(mixer: str, vocab_size: int, d_model: int, n_layers: int) -> ModelConfig:
-    cls = MIXERS[mixer]
-    return ModelConfig(
-        vocab_size=vocab_size,
-        d_model=d_model,
-        n_layers=n_layers,
-        pattern=[mixer],
-        mixer_kwargs={mixer: dict(getattr(cls, "zoo_kwargs", {}))},
-        block_kwargs={mixer: dict(getattr(cls, "zoo_block_kwargs", {}))},
-        mlp="swiglu",
-        mlp_ratio=2.0,
-    )
-
-
-def format_zoo_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| mixer | params | valid accuracy | valid loss | train time (s) |", "|---|---|---|---|---|"]
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['mixer']} | - | error: {r['error']} | - | - |")
-        else:
-            lines.append(
-                f"| {r['mixer']} | {r['params']:,} | {r['valid_accuracy']:.3f} | {r['valid_loss']:.4f} | "
-                f"{r['time_s']:.1f} |"
-            )
-    return "\n".join(lines)
+FN = "seqzoo.sweep.train_run:train_run"
+OPTIONS: dict[str, Any] = {
+    "suite": "quick",
+    "models": "",  # default: every zoo model
+    "probes": "",  # default: every probe of the suite
+    "seeds": "",  # default: the suite's seeds
+    "data": "",  # text corpus for the text probe (else $SEQZOO_DATA/tinyshakespeare/input.txt, else skipped)
+    "procs": 1,
+    "d_model": None,  # None: the suite's
+    "n_layers": None,
+    "steps": None,
+    "batch_size": None,
+    "lr": None,
+    "device": None,
+    "task": None,  # {"name": ..., **args}: one custom probe instead of the suite's
+    "progress": True,
+}
 
 
-@register_experiment("zoo", "train several mixers on one task with the same budget (default: MQAR, every causal mixer)")
-def run_zoo(
-    out_dir: str | Path = "results/zoo",
-    mixers: list[str] | str | None = None,
-    task: dict | None = None,
-    d_model: int = 64,
-    n_layers: int = 2,
-    steps: int = 300,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    warmup_steps: int = 40,
-    seed: int = 0,
-    device: str = "cpu",
-    progress: bool = True,
-    eval_samples: int = 512,
-) -> dict[str, Any]:
-    if isinstance(mixers, str):
-        mixers = [m for m in mixers.split(",") if m]
-    mixers = mixers or default_mixers()
-    unknown = [m for m in mixers if m not in MIXERS]
-    if unknown:
-        raise ValueError(f"unknown mixer(s) {unknown}; registered mixers: {sorted(MIXERS)}")
-    task_spec = dict(task or DEFAULT_TASK)
-    task_obj = build_task(task_spec.pop("name"), **task_spec)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    budget = {
-        "steps": steps,
-        "batch_size": batch_size,
-        "lr": lr,
-        "warmup_steps": warmup_steps,
-        "seed": seed,
+def _positive_int(name: str, v: Any) -> int:
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1 or (isinstance(v, float) and not v.is_integer()):
+        raise InputError(f"{name} must be a positive int, got {v!r}")
+    return n
+
+
+def build_specs(opts: dict[str, Any]) -> tuple[list[RunSpec], dict[str, Any]]:
+    """The grid of the resolved options, and the settings the report shows (including skipped probes)."""
+    suite = SUITES[opts["suite"]]
+    models = choose([m for m in opts["models"].split(",") if m] or list(ZOO_MODELS), set(ZOO_MODELS), "models")
+    probes: list[Probe] = list(suite["probes"])
+    if opts["task"]:
+        task = dict(opts["task"])
+        if "name" not in task:
+            raise InputError("task: needs a name, e.g. task={'name': 'mqar', 'num_pairs': 2}")
+        probes = [Probe(task["name"], "custom task", task)]
+    if opts["probes"]:
+        names = choose(opts["probes"].split(","), {p.name for p in probes}, "probes")
+        probes = [p for p in probes if p.name in names]
+    seeds = [int(s) for s in opts["seeds"].split(",") if s] if opts["seeds"] else list(suite["seeds"])
+    for k in ("d_model", "n_layers", "steps", "batch_size", "procs"):
+        if opts[k] is not None:
+            opts[k] = _positive_int(k, opts[k])
+    if opts["lr"] is not None and not float(opts["lr"]) > 0:
+        raise InputError(f"lr must be > 0, got {opts['lr']!r}")
+    d_model = opts["d_model"] or suite["d_model"]
+    n_layers = opts["n_layers"] or suite["n_layers"]
+    budget = dict(suite["train"])
+    for k, cast in (("steps", int), ("batch_size", int), ("lr", float), ("device", str)):
+        if opts[k] is not None:
+            budget[k] = cast(opts[k])
+    if budget["eval_every"] >= budget["steps"]:
+        budget["eval_every"] = 0
+    text = find_data(opts["data"] or None, TEXT)
+    specs, skipped, probe_info = [], [], []
+    for p in probes:
+        if p.needs_text and text is None:
+            skipped.append(f"{p.name}: no text corpus (pass data=PATH or set $SEQZOO_DATA)")
+            continue
+        train = {**budget, **p.train}
+        for value in p.settings():
+            task = {**p.task_args(value), **({"path": str(text)} if p.needs_text else {})}
+            from ..tasks import build_task
+
+            t = build_task(**task)  # refuses bad task arguments before any run starts
+            for m in p.models or models:
+                if m not in models:
+                    continue
+                for seed in seeds:
+                    cfg = {
+                        "seed": seed,
+                        "model": model_spec(m, t.vocab_size, d_model, n_layers, t.seq_len),
+                        "task": task,
+                        "train": train,
+                        **({"eval": p.eval} if p.eval else {}),
+                    }
+                    labels = {"probe": p.name, "setting": "-" if value is None else f"{p.axis}={value}", "model": m}
+                    specs.append(RunSpec(FN, cfg, {**labels, "seed": seed}))
+        probe_info.append({"probe": p, "train": train, "task": p.task})
+    settings = {
+        "suite": opts["suite"],
+        "models": models,
+        "seeds": seeds,
         "d_model": d_model,
         "n_layers": n_layers,
+        "probes": probe_info,
+        "skipped": skipped,
+        "text": str(text) if text else None,
     }
-    (out / "zoo_config.json").write_text(
-        json.dumps({"task": {"name": task_obj.name, **task_obj.config()}, "mixers": mixers, **budget}, indent=2) + "\n"
-    )
-    rows, curves = [], {}
-    for name in mixers:
-        print(f"[zoo] {name}: training {steps} steps on {task_obj.describe()}", flush=True)
-        model = LanguageModel(zoo_config(name, task_obj.vocab_size, d_model, n_layers))
-        cfg = TrainConfig(
-            steps=steps,
-            batch_size=batch_size,
-            lr=lr,
-            warmup_steps=warmup_steps,
-            seed=seed,
-            device=device,
-            out_dir=str(out / name),
-            eval_every=0,
-            eval_samples=eval_samples,
-            log_every=max(1, steps // 50),
-            progress=progress,
-            resume=False,
-        )
-        try:
-            res = train(model, task_obj, cfg)
-        except Exception as e:  # one mixer failing must not lose the others' results
-            rows.append({"mixer": name, "error": f"{type(e).__name__}: {e}"})
-            continue
-        rows.append(
-            {
-                "mixer": name,
-                "params": res["params"],
-                "valid_accuracy": res["valid_accuracy"],
-                "valid_loss": res["valid_loss"],
-                "time_s": res["time_s"],
-            }
-        )
-        metrics = [json.loads(l) for l in (out / name / "metrics.jsonl").read_text().splitlines() if l]
-        curves[name] = [(m["step"], m["loss"]) for m in metrics if m.get("split") == "train"]
-    (out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
-    with open(out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(
-            f, fieldnames=["mixer", "params", "valid_accuracy", "valid_loss", "time_s", "error"], extrasaction="ignore"
-        )
-        w.writeheader()
-        w.writerows(rows)
-    table = format_zoo_table(rows)
-    (out / "results.md").write_text(table + "\n")
-    ok = [r for r in rows if "error" not in r]
-    plot_zoo(ok, curves, out / "zoo.png", title=f"{task_obj.describe()} | {steps} steps, d={d_model}, L={n_layers}")
-    return {"rows": rows, "table": table, "out_dir": str(out)}
+    return specs, settings
+
+
+@register_experiment("zoo", "every seed system on the zoo's probes at one budget; report.md + report.html")
+def run_zoo(out_dir: str | Path = "results/zoo", **options: Any) -> dict[str, Any]:
+    opts = resolve_options(OPTIONS, options, "zoo")
+    choose([opts["suite"]], set(SUITES), "suite")
+    specs, settings = build_specs(opts)
+    out = Path(out_dir)
+    log = print if opts["progress"] else (lambda *_: None)
+    records = run_sweep(specs, out, procs=opts["procs"], log=log)
+    from .zoo_report import write_zoo_report
+
+    return write_zoo_report(out, records, settings)
