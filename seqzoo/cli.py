@@ -260,12 +260,11 @@ def cmd_bench(args) -> int:
 
 # --------------------------------------------------------------------- experiment
 def cmd_experiment(args) -> int:
-    from .experiments import EXPERIMENTS
+    from .experiments import get_experiment
 
-    if args.name not in EXPERIMENTS:
-        raise SystemExit(f"unknown experiment {args.name!r}; available: {', '.join(sorted(EXPERIMENTS))}")
-    out = args.out or f"results/{args.name}"
-    res = EXPERIMENTS[args.name].run(out_dir=out, **_kv(args.set, "--set"))
+    exp = get_experiment(args.name)
+    out = args.out or f"results/{exp.name}"
+    res = exp.run(out_dir=out, **_kv(args.set, "--set"))
     print(res.get("table", json.dumps(res, indent=2, default=str)) if isinstance(res, dict) else res)
     print(f"\nresults written to {out}")
     return 0

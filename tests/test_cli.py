@@ -55,8 +55,9 @@ def test_bad_input_gives_a_clear_error(capsys, tmp_path):
     )
     assert "num_pairs" in capsys.readouterr().err
     assert main(["train", "--model", "attention-tiny", "--task", "mqar", "--set", "nosection.x=1"]) == 2
-    with pytest.raises(SystemExit):
-        main(["experiment", "no-such-experiment"])
+    assert main(["experiment", "no-such-experiment"]) == 2
+    assert main(["experiment", "griffin-mqar", "--set", "stepz=3"]) == 2  # unknown option refused by name
+    assert "stepz" in capsys.readouterr().err
 
 
 def test_train_from_a_toml_config_file(tmp_path):

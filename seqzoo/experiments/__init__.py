@@ -1,17 +1,25 @@
 """Experiments: one CLI command each (``seqzoo experiment NAME``), results written as files + plots.
 
 An experiment is a function ``fn(out_dir: Path, **options) -> dict`` registered with
-``@register_experiment(name, description)``; options come from ``--set key=value`` on the CLI.
+``@register_experiment(name, description)``; options come from ``--set key=value`` on the CLI. Names follow
+``<family>-<what>`` (``gateloop-memory-horizon``, ``rmt-memory``, ...); older names stay as aliases. Options are
+strict: a key the function does not declare is refused by name with an :class:`~seqzoo.errors.InputError`
+(functions that forward ``**options`` to a benchmark validate them there). Training experiments run through the
+sweep runner (``seqzoo/sweep``): one folder per run, named by the hash of its whole configuration.
 Modules here are discovered automatically.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from ..errors import InputError
 
 
 @dataclass(frozen=True)
@@ -22,16 +30,44 @@ class Experiment:
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
+ALIASES: dict[str, str] = {}  # old name -> current name
 
 
-def register_experiment(name: str, description: str):
+def _strict(fn: Callable, name: str) -> Callable:
+    """Refuse option keys ``fn`` does not declare, naming them and the known ones (no silent ``**_``)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return fn
+    known = [k for k in params if k != "out_dir"]
+
+    @functools.wraps(fn)
+    def run(out_dir, **options):
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise InputError(f"experiment {name}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        return fn(out_dir, **options)
+
+    return run
+
+
+def register_experiment(name: str, description: str, aliases: tuple[str, ...] = ()):
     def wrap(fn):
         if name in EXPERIMENTS:
             raise ValueError(f"experiment {name!r} is already registered")
-        EXPERIMENTS[name] = Experiment(name, description, fn)
+        EXPERIMENTS[name] = Experiment(name, description, _strict(fn, name))
+        for a in aliases:
+            ALIASES[a] = name
         return fn
 
     return wrap
+
+
+def get_experiment(name: str) -> Experiment:
+    """By name or old alias; an unknown name is an :class:`InputError` listing the registered ones."""
+    name = ALIASES.get(name, name)
+    if name not in EXPERIMENTS:
+        raise InputError(f"unknown experiment {name!r}; available: {', '.join(sorted(EXPERIMENTS))}")
+    return EXPERIMENTS[name]
 
 
 for _info in pkgutil.iter_modules(__path__):

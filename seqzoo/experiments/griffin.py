@@ -13,12 +13,13 @@ chosen so that their non-embedding parameter count is the closest to Hawk's.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
+from ..sweep import choose
 from . import register_experiment
-from ._common import as_ints, as_list, train_then_eval_lengths, write_rows
+from ._runs import as_ints, as_list, train_runs, write_rows
+from .data import TEXT, require_data
 
 KINDS = ("hawk", "griffin", "mqa")
 
@@ -78,12 +79,6 @@ def _plot(
     plt.close(fig)
 
 
-def _valid_curve(run_dir: Path, key: str) -> tuple[list, list]:
-    recs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
-    recs = [r for r in recs if r.get("split") == "valid"]
-    return [r["step"] for r in recs], [r[key] for r in recs]
-
-
 @register_experiment(
     "griffin-mqar", "Hawk vs Griffin vs MQA Transformer (equal size) on multi-query associative recall"
 )
@@ -101,62 +96,53 @@ def griffin_mqar(
     lr: float = 3e-3,
     eval_every: int = 100,
     eval_samples: int = 256,
-    seed: int = 0,
+    seeds: str = "0",
+    procs: int = 1,
 ) -> dict[str, Any]:
-    import torch
-
-    from ..models import LanguageModel
     from ..tasks import build_task
-    from ..train import TrainConfig, train
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    kinds = as_list(models)
-    task = build_task("mqar", vocab_size=int(vocab_size), num_pairs=int(num_pairs), seq_len=int(seq_len))
-    configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), window=int(window), kinds=kinds)
-    rows, curves = [], {}
-    for kind in kinds:
-        torch.manual_seed(int(seed))
-        model = LanguageModel(configs[kind])
-        cfg = TrainConfig(
-            steps=int(steps),
-            batch_size=int(batch_size),
-            lr=float(lr),
-            warmup_steps=int(steps) // 10,
-            eval_every=int(eval_every),
-            eval_samples=int(eval_samples),
-            seed=int(seed),
-            device="cpu",
-            precision="fp32",
-            progress=False,
-            out_dir=str(out / kind),
-            weight_decay=0.1,
+    kinds = choose(as_list(models), set(KINDS), "models")
+    task = {"name": "mqar", "vocab_size": int(vocab_size), "num_pairs": int(num_pairs), "seq_len": int(seq_len)}
+    t = build_task(**task)
+    configs = equal_size_configs(t.vocab_size, int(d_model), int(n_layers), window=int(window), kinds=kinds)
+    train = {
+        "steps": int(steps),
+        "batch_size": int(batch_size),
+        "lr": float(lr),
+        "warmup_steps": int(steps) // 10,
+        "eval_every": int(eval_every),
+        "eval_samples": int(eval_samples),
+        "device": "cpu",
+        "precision": "fp32",
+        "weight_decay": 0.1,
+    }
+    runs = [
+        ({"model": k, "seed": s}, {"type": "lm", "config": configs[k].to_dict()}) for k in kinds for s in as_ints(seeds)
+    ]
+    records = train_runs(out, runs, task, train, procs=int(procs))
+    rows = [
+        {
+            "model": r["labels"]["model"],
+            "seed": r["labels"]["seed"],
+            "params_non_emb": r["metrics"]["params_non_emb"],
+            "mlp_hidden": configs[r["labels"]["model"]].mlp_hidden,
+            "valid_accuracy": r["metrics"]["valid_accuracy"],
+            "valid_loss": r["metrics"]["valid_loss"],
+            "train_s": r["metrics"]["train_s"],
+            "run": r["key"],
+        }
+        for r in records
+    ]
+    curves = {
+        f"{r['labels']['model']} s{r['labels']['seed']}": (
+            [p[0] for p in r["metrics"]["valid_curve"]],
+            [p[2] for p in r["metrics"]["valid_curve"]],
         )
-        t0 = time.time()
-        res = train(model, task, cfg)
-        rows.append(
-            {
-                "model": kind,
-                "params_non_emb": model.num_parameters(exclude_embeddings=True),
-                "mlp_hidden": configs[kind].mlp_hidden,
-                "valid_accuracy": res["valid_accuracy"],
-                "valid_loss": res["valid_loss"],
-                "train_s": round(time.time() - t0, 1),
-            }
-        )
-        curves[kind] = _valid_curve(out / kind, "accuracy")
+        for r in records
+    }
     (out / "config.json").write_text(
-        json.dumps(
-            {
-                "task": task.config(),
-                "models": {k: c.to_dict() for k, c in configs.items()},
-                "steps": steps,
-                "batch_size": batch_size,
-                "lr": lr,
-                "seed": seed,
-            },
-            indent=2,
-        )
+        json.dumps({"task": task, "models": {k: c.to_dict() for k, c in configs.items()}, "train": train}, indent=2)
         + "\n"
     )
     write_rows(out, rows, "results")
@@ -175,7 +161,7 @@ def griffin_mqar(
 )
 def griffin_text(
     out_dir: Path,
-    path: str = "/work/shared/data/tinyshakespeare/input.txt",
+    path: str = "",
     models: str = "hawk,griffin,mqa",
     d_model: int = 64,
     n_layers: int = 3,
@@ -186,54 +172,58 @@ def griffin_text(
     steps: int = 300,
     batch_size: int = 16,
     lr: float = 3e-3,
-    seed: int = 0,
+    seeds: str = "0",
+    procs: int = 1,
 ) -> dict[str, Any]:
-    import torch
-
-    from ..models import LanguageModel
+    """``path``: a text file or folder; default ``$SEQZOO_DATA/tinyshakespeare/input.txt``."""
     from ..tasks import build_task
-    from ..train import TrainConfig
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    kinds = as_list(models)
-    task = build_task("text", path=path, seq_len=int(seq_len), tokenizer="byte")
-    configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), window=int(window), kinds=kinds)
+    kinds = choose(as_list(models), set(KINDS), "models")
+    corpus = require_data(path or None, TEXT, "path")
+    task = {"name": "text", "path": str(corpus), "seq_len": int(seq_len), "tokenizer": "byte"}
+    t = build_task(**task)
+    configs = equal_size_configs(t.vocab_size, int(d_model), int(n_layers), window=int(window), kinds=kinds)
     lengths = as_ints(eval_lengths)
+    train = {
+        "steps": int(steps),
+        "batch_size": int(batch_size),
+        "lr": float(lr),
+        "warmup_steps": int(steps) // 10,
+        "eval_every": 0,
+        "eval_samples": 64,
+        "device": "cpu",
+        "precision": "fp32",
+    }
+    runs = [
+        ({"model": k, "seed": s}, {"type": "lm", "config": configs[k].to_dict()}) for k in kinds for s in as_ints(seeds)
+    ]
+    ev = {"lengths": lengths, "tokens": int(eval_tokens), "bins": 16}
+    records = train_runs(out, runs, task, train, procs=int(procs), eval=ev)
     rows, curves = [], {}
-    for kind in kinds:
-        torch.manual_seed(int(seed))
-        model = LanguageModel(configs[kind])
-        cfg = TrainConfig(
-            steps=int(steps),
-            batch_size=int(batch_size),
-            lr=float(lr),
-            warmup_steps=int(steps) // 10,
-            eval_every=int(steps),
-            eval_samples=64,
-            seed=int(seed),
-            device="cpu",
-            precision="fp32",
-            progress=False,
-            out_dir=str(out / kind),
+    for r in records:
+        m = r["metrics"]
+        for L, loss in m["by_length"]:
+            rows.append(
+                {
+                    "model": r["labels"]["model"],
+                    "seed": r["labels"]["seed"],
+                    "train_len": int(seq_len),
+                    "eval_len": L,
+                    "loss": loss,
+                    "bits_per_byte": loss / 0.6931471805599453,
+                    "params_non_emb": m["params_non_emb"],
+                    "train_loss": m["train_loss"],
+                    "train_s": m["train_s"],
+                }
+            )
+        curves[f"{r['labels']['model']} s{r['labels']['seed']}"] = (
+            [p[0] for p in m["by_length"]],
+            [p[1] for p in m["by_length"]],
         )
-        _, per_len = train_then_eval_lengths(model, task, cfg, lengths, int(eval_tokens), eval_batch=8)
-        rows += [{"model": kind, "train_len": int(seq_len), **r} for r in per_len]
-        losses = [r["loss"] for r in per_len]
-        curves[kind] = (lengths, losses)
     (out / "config.json").write_text(
         json.dumps(
-            {
-                "task": task.config(),
-                "models": {k: c.to_dict() for k, c in configs.items()},
-                "steps": steps,
-                "batch_size": batch_size,
-                "lr": lr,
-                "seed": seed,
-                "eval_lengths": lengths,
-                "eval_tokens": eval_tokens,
-            },
-            indent=2,
+            {"task": task, "models": {k: c.to_dict() for k, c in configs.items()}, "train": train, "eval": ev}, indent=2
         )
         + "\n"
     )

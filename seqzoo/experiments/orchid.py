@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import register_experiment
-from ._common import as_ints, as_list, write_rows
+from ._runs import as_ints, as_list, write_rows
 
 
 def _records(run_dir: Path) -> list[dict]:
@@ -164,7 +164,6 @@ def orchid_ar(
     procs: int = 1,
     threads: int = 1,
     collect_only: bool = False,
-    **_: Any,
 ) -> dict[str, Any]:
     """``collect_only=True`` trains nothing: it tabulates the finished runs and the curves of unfinished ones."""
     out = Path(out_dir)
@@ -281,7 +280,6 @@ def orchid_images(
     n_layers: int = 4,
     procs: int = 1,
     threads: int = 1,
-    **_: Any,
 ) -> dict[str, Any]:
     from ..tasks import build_task
 
@@ -457,7 +455,6 @@ def orchid_bench(
     backward: bool = True,
     threads: int = 1,
     timeout: float = 120.0,
-    **_: Any,
 ) -> dict[str, Any]:
     """Each measurement runs in a fresh process (peak RSS growth over the process baseline); a mixer is not
     tried at longer lengths once it timed out or ran out of memory."""
@@ -642,7 +639,6 @@ def orchid_ar_long(
     threads: int = 1,
     cpu_limit: float = 300.0,
     timeout: float = 3600.0,
-    **_: Any,
 ) -> dict[str, Any]:
     """The §8 model and protocol at long lengths with a fixed token budget per step (batch = tokens_per_step / T).
 
@@ -781,7 +777,6 @@ def orchid_mlm(
     eval_samples: int = 512,
     procs: int = 1,
     threads: int = 1,
-    **_: Any,
 ) -> dict[str, Any]:
     """Byte-level MLM (30 % masking, M2's rate) on a local corpus: ``path`` is a text file or folder (e.g.
     ../shared/data/wikitext-2-raw). Accuracy and loss are over the masked positions of held-out windows."""

@@ -1,10 +1,10 @@
 """Recurrent Memory Transformer experiments (Bulatov et al., arXiv:2207.06881, arXiv:2304.11062), CPU-sized.
 
-* ``rmt_memory``: a memory task with RMT vs the same backbone with zero memory tokens (does memory carry
+* ``rmt-memory``: a memory task with RMT vs the same backbone with zero memory tokens (does memory carry
   the fact across segments?).
-* ``rmt_curriculum``: naive training at N segments vs a curriculum 1 -> N (fixed per stage, or mixing all
+* ``rmt-curriculum``: naive training at N segments vs a curriculum 1 -> N (fixed per stage, or mixing all
   previous lengths), evaluated at 1 ... 2N segments (generalisation to more segments than trained).
-* ``rmt_resources``: the AAAI appendix Fig. 10 setting at CPU scale: peak memory and time per training /
+* ``rmt-resources``: the AAAI appendix Fig. 10 setting at CPU scale: peak memory and time per training /
   validation iteration vs input length for RMT (two segment sizes) and full attention on the whole input.
 
 Each writes ``config.json``, metrics (JSONL/CSV) and a PNG plot into the output folder.
@@ -50,7 +50,9 @@ def _model(vocab_size: int, m: int, L: int, kind: str = "rmt-tiny", **rmt):
     return build_rmt(kind, vocab_size=vocab_size, rmt_overrides={"num_mem_tokens": m, "segment_size": L, **rmt})
 
 
-@register_experiment("rmt_memory", "RMT on a bAbI memory task with and without memory tokens (E1/E2)")
+@register_experiment(
+    "rmt-memory", "RMT on a bAbI memory task with and without memory tokens (E1/E2)", aliases=("rmt_memory",)
+)
 def rmt_memory(
     out_dir: Path,
     task: str = "memorize",
@@ -149,7 +151,11 @@ def rmt_memory(
     return {"results": rows}
 
 
-@register_experiment("rmt_curriculum", "RMT curriculum (fixed / mixed) vs naive training; accuracy vs segments (E4/E5)")
+@register_experiment(
+    "rmt-curriculum",
+    "RMT curriculum (fixed / mixed) vs naive training; accuracy vs segments (E4/E5)",
+    aliases=("rmt_curriculum",),
+)
 def rmt_curriculum(
     out_dir: Path,
     task: str = "detect",
@@ -317,7 +323,11 @@ print(json.dumps({"val_s": val_s, "train_s": train_s, "base_rss_mb": base, "val_
 """
 
 
-@register_experiment("rmt_resources", "RMT vs full attention: peak memory and time per train/valid iteration vs length")
+@register_experiment(
+    "rmt-resources",
+    "RMT vs full attention: peak memory and time per train/valid iteration vs length",
+    aliases=("rmt_resources",),
+)
 def rmt_resources(
     out_dir: Path,
     lengths: str = "256,512,1024,2048",

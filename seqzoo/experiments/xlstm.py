@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..plots import plot_lines
+from ..sweep import choose
 from . import register_experiment
-from ._common import as_ints, as_list, train_then_eval_lengths, write_rows
+from ._runs import as_ints, as_list, train_runs, write_rows
+from .data import TEXT, require_data
 
 KINDS = ("xlstm10", "xlstm71", "attention")
 LABELS = {"xlstm10": "xLSTM[1:0]", "xlstm71": "xLSTM[7:1]", "attention": "Transformer (RoPE)"}
@@ -77,17 +79,22 @@ def equal_size_configs(
     return {k: cfgs[k] for k in kinds}
 
 
-def _init(model, kind):
-    if kind.startswith("xlstm"):
-        from ..models.presets.xlstm import xlstm_init_
+def _train(kind: str, seq_len: int, steps: int, batch_size: int, lr: float, eval_every: int, eval_samples: int):
+    return {
+        "steps": int(steps),
+        "batch_size": int(batch_size),
+        "lr": float(lr),
+        "warmup_steps": int(steps) // 10,
+        "eval_every": int(eval_every),
+        "eval_samples": int(eval_samples),
+        "device": "cpu",
+        "precision": "fp32",
+        "weight_decay": 0.1,
+    }
 
-        xlstm_init_(model)
 
-
-def _valid_curve(run_dir: Path, key: str) -> tuple[list, list]:
-    recs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
-    recs = [r for r in recs if r.get("split") == "valid"]
-    return [r["step"] for r in recs], [r[key] for r in recs]
+def _model(cfg, kind: str) -> dict:
+    return {"type": "lm", "config": cfg.to_dict(), "init": "xlstm" if kind.startswith("xlstm") else None}
 
 
 @register_experiment("xlstm-mqar", "xLSTM[1:0] and xLSTM[7:1] vs an equal-size RoPE Transformer on MQAR")
@@ -104,69 +111,40 @@ def xlstm_mqar(
     lr: float = 3e-3,
     eval_every: int = 100,
     eval_samples: int = 512,
-    seed: int = 0,
-    threads: int = 1,
+    seeds: str = "0",
+    procs: int = 1,
 ) -> dict[str, Any]:
-    import torch
-
-    torch.set_num_threads(int(threads))  # one thread per run: small ops thrash with more on a shared CPU
-
-    from ..models import LanguageModel
     from ..tasks import build_task
-    from ..train import TrainConfig, train
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    kinds = as_list(models)
-    task = build_task("mqar", vocab_size=int(vocab_size), num_pairs=int(num_pairs), seq_len=int(seq_len))
-    configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), kinds=kinds)
-    (out / "config.json").write_text(
-        json.dumps(
-            {
-                "task": task.config(),
-                "models": {k: c.to_dict() for k, c in configs.items()},
-                "steps": steps,
-                "batch_size": batch_size,
-                "lr": lr,
-                "seed": seed,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    kinds = choose(as_list(models), set(KINDS), "models")
+    task = {"name": "mqar", "vocab_size": int(vocab_size), "num_pairs": int(num_pairs), "seq_len": int(seq_len)}
+    configs = equal_size_configs(build_task(**task).vocab_size, int(d_model), int(n_layers), kinds=kinds)
+    train = _train("mqar", seq_len, steps, batch_size, lr, eval_every, eval_samples)
+    runs = [({"model": k, "seed": s}, _model(configs[k], k)) for k in kinds for s in as_ints(seeds)]
+    records = train_runs(out, runs, task, train, procs=int(procs))
     rows, curves = [], {}
-    for kind in kinds:
-        torch.manual_seed(int(seed))
-        model = LanguageModel(configs[kind])
-        _init(model, kind)
-        cfg = TrainConfig(
-            steps=int(steps),
-            batch_size=int(batch_size),
-            lr=float(lr),
-            warmup_steps=int(steps) // 10,
-            eval_every=int(eval_every),
-            eval_samples=int(eval_samples),
-            seed=int(seed),
-            device="cpu",
-            precision="fp32",
-            progress=False,
-            out_dir=str(out / kind),
-            weight_decay=0.1,
-        )
-        t0 = time.time()
-        res = train(model, task, cfg)
+    for r in records:
+        kind, m = r["labels"]["model"], r["metrics"]
+        label = f"{LABELS.get(kind, kind)} s{r['labels']['seed']}"
         rows.append(
             {
                 "model": LABELS.get(kind, kind),
                 "kind": kind,
-                "params_non_emb": model.num_parameters(exclude_embeddings=True),
-                "valid_accuracy": res["valid_accuracy"],
-                "valid_loss": res["valid_loss"],
-                "train_s": round(time.time() - t0, 1),
+                "seed": r["labels"]["seed"],
+                "params_non_emb": m["params_non_emb"],
+                "valid_accuracy": m["valid_accuracy"],
+                "valid_loss": m["valid_loss"],
+                "train_s": m["train_s"],
+                "run": r["key"],
             }
         )
-        curves[LABELS.get(kind, kind)] = _valid_curve(out / kind, "accuracy")
-        write_rows(out, rows, "results")
+        curves[label] = ([p[0] for p in m["valid_curve"]], [p[2] for p in m["valid_curve"]])
+    (out / "config.json").write_text(
+        json.dumps({"task": task, "models": {k: c.to_dict() for k, c in configs.items()}, "train": train}, indent=2)
+        + "\n"
+    )
+    write_rows(out, rows, "results")
     _plot(
         out / "mqar_accuracy.png",
         curves,
@@ -180,7 +158,7 @@ def xlstm_mqar(
 @register_experiment("xlstm-extrapolation", "xLSTM vs RoPE Transformer: train at 256 bytes, evaluate at 256..4096")
 def xlstm_extrapolation(
     out_dir: Path,
-    path: str = "/work/shared/data/tinyshakespeare/input.txt",
+    path: str = "",
     models: str = "xlstm10,xlstm71,attention",
     d_model: int = 64,
     n_layers: int = 8,
@@ -191,91 +169,61 @@ def xlstm_extrapolation(
     batch_size: int = 16,
     lr: float = 3e-3,
     bins: int = 16,
-    seed: int = 0,
-    threads: int = 1,
+    seeds: str = "0",
+    procs: int = 1,
 ) -> dict[str, Any]:
-    import torch
-
-    torch.set_num_threads(int(threads))
-
-    from ..eval.evaluate import per_position_loss
-    from ..models import LanguageModel
+    """``path``: a text file or folder; default ``$SEQZOO_DATA/tinyshakespeare/input.txt``."""
     from ..tasks import build_task
-    from ..train import TrainConfig
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    kinds = as_list(models)
-    task = build_task("text", path=path, seq_len=int(seq_len), tokenizer="byte")
-    configs = equal_size_configs(task.vocab_size, int(d_model), int(n_layers), kinds=kinds)
+    kinds = choose(as_list(models), set(KINDS), "models")
+    corpus = require_data(path or None, TEXT, "path")
+    task = {"name": "text", "path": str(corpus), "seq_len": int(seq_len), "tokenizer": "byte"}
+    configs = equal_size_configs(build_task(**task).vocab_size, int(d_model), int(n_layers), kinds=kinds)
     lengths = as_ints(eval_lengths)
+    train = _train("text", seq_len, steps, batch_size, lr, 0, 64)
+    ev = {"lengths": lengths, "tokens": int(eval_tokens), "bins": int(bins)}
+    runs = [({"model": k, "seed": s}, _model(configs[k], k)) for k in kinds for s in as_ints(seeds)]
+    records = train_runs(out, runs, task, train, procs=int(procs), eval=ev)
+    rows, pos_rows, curves, pos_curves = [], [], {}, {}
+    for r in records:
+        kind, m, seed = r["labels"]["model"], r["metrics"], r["labels"]["seed"]
+        label = f"{LABELS.get(kind, kind)} s{seed}"
+        for L, loss in m["by_length"]:
+            rows.append(
+                {
+                    "model": LABELS.get(kind, kind),
+                    "kind": kind,
+                    "seed": seed,
+                    "train_len": int(seq_len),
+                    "eval_len": L,
+                    "loss": loss,
+                    "bits_per_byte": loss / 0.6931471805599453,
+                    "params_non_emb": m["params_non_emb"],
+                    "train_loss": m["train_loss"],
+                    "train_s": m["train_s"],
+                }
+            )
+        pos_rows += [
+            {"model": LABELS.get(kind, kind), "kind": kind, "seed": seed, "pos": c, "loss": v}
+            for c, v in m["per_position"]
+        ]
+        curves[label] = ([p[0] for p in m["by_length"]], [p[1] for p in m["by_length"]])
+        pos_curves[label] = ([p[0] for p in m["per_position"]], [p[1] for p in m["per_position"]])
     (out / "config.json").write_text(
         json.dumps(
-            {
-                "task": task.config(),
-                "models": {k: c.to_dict() for k, c in configs.items()},
-                "steps": steps,
-                "batch_size": batch_size,
-                "lr": lr,
-                "seed": seed,
-                "eval_lengths": lengths,
-                "eval_tokens": eval_tokens,
-            },
-            indent=2,
+            {"task": task, "models": {k: c.to_dict() for k, c in configs.items()}, "train": train, "eval": ev}, indent=2
         )
         + "\n"
     )
-    rows, pos_rows, curves, pos_curves = [], [], {}, {}
-    for kind in kinds:
-        label = LABELS.get(kind, kind)
-        torch.manual_seed(int(seed))
-        model = LanguageModel(configs[kind])
-        _init(model, kind)
-        cfg = TrainConfig(
-            steps=int(steps),
-            batch_size=int(batch_size),
-            lr=float(lr),
-            warmup_steps=int(steps) // 10,
-            eval_every=int(steps),
-            eval_samples=64,
-            seed=int(seed),
-            device="cpu",
-            precision="fp32",
-            progress=False,
-            out_dir=str(out / kind),
-            weight_decay=0.1,
-        )
-        _, per_len = train_then_eval_lengths(model, task, cfg, lengths, int(eval_tokens), eval_batch=4)
-        rows += [{"model": label, "kind": kind, "train_len": int(seq_len), **r} for r in per_len]
-        losses = [r["loss"] for r in per_len]
-        write_rows(out, rows, "results")
-        curves[label] = (lengths, losses)
-        Lmax = max(lengths)
-        xs, ys = task.windows("valid", seq_len=Lmax, max_windows=max(1, int(eval_tokens) // Lmax))
-        pp = per_position_loss(model, xs, ys, batch_size=4)  # (Lmax,)
-        width = Lmax // int(bins)
-        centers, vals = [], []
-        for b in range(int(bins)):
-            seg = pp[b * width : (b + 1) * width]
-            centers.append(b * width + width // 2)
-            vals.append(float(seg.mean()))
-            pos_rows.append(
-                {
-                    "model": label,
-                    "kind": kind,
-                    "pos_from": b * width,
-                    "pos_to": (b + 1) * width,
-                    "loss": float(seg.mean()),
-                }
-            )
-        pos_curves[label] = (centers, vals)
-        write_rows(out, pos_rows, "per_position")
+    write_rows(out, rows, "results")
+    write_rows(out, pos_rows, "per_position")
     _plot(
         out / "loss_vs_eval_length.png",
         curves,
         "evaluation context length (bytes)",
         "held-out loss (nats/byte)",
-        f"trained at T={seq_len} ({Path(path).parent.name}), D={d_model}, {n_layers} blocks",
+        f"trained at T={seq_len} ({Path(corpus).name}), D={d_model}, {n_layers} blocks",
         logx=True,
     )
     _plot(
@@ -395,55 +343,6 @@ def xlstm_bench(
         + "\n"
     )
     return {"rows": rows, "official": official}
-
-
-@register_experiment("xlstm-merge", "Merge xlstm-mqar / xlstm-extrapolation runs made one model per process")
-def xlstm_merge(out_dir: Path, parts: str = "", kind: str = "mqar", seq_len: int = 256) -> dict[str, Any]:
-    """``parts``: comma-separated run directories; each holds results.json (+ per_position.json) and one folder per
-    model with metrics.jsonl. Writes the combined tables and plots into ``out_dir``; no number is recomputed."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if kind not in ("mqar", "extrapolation"):
-        raise ValueError(f"kind must be 'mqar' or 'extrapolation', got {kind!r}")
-    rows, pos_rows, curves, pos_curves = [], [], {}, {}
-    for part in as_list(parts):
-        p = Path(part)
-        part_rows = json.loads((p / "results.json").read_text())
-        rows += part_rows
-        for r in part_rows:
-            label = r["model"]
-            if kind == "mqar" and label not in curves:
-                curves[label] = _valid_curve(p / r["kind"], "accuracy")
-            if kind == "extrapolation":
-                xs, ys = curves.setdefault(label, ([], []))
-                xs.append(r["eval_len"]), ys.append(r["loss"])
-        if kind == "extrapolation" and (p / "per_position.json").is_file():
-            for r in json.loads((p / "per_position.json").read_text()):
-                pos_rows.append(r)
-                xs, ys = pos_curves.setdefault(r["model"], ([], []))
-                xs.append((r["pos_from"] + r["pos_to"]) // 2), ys.append(r["loss"])
-    write_rows(out, rows, "results")
-    (out / "config.json").write_text(json.dumps({"parts": as_list(parts), "kind": kind}, indent=2) + "\n")
-    if kind == "mqar":
-        _plot(out / "mqar_accuracy.png", curves, "step", "valid accuracy (queried positions)", "MQAR (merged runs)")
-    else:
-        write_rows(out, pos_rows, "per_position")
-        _plot(
-            out / "loss_vs_eval_length.png",
-            curves,
-            "evaluation context length (bytes)",
-            "held-out loss (nats/byte)",
-            f"trained at T={seq_len} (merged runs)",
-            logx=True,
-        )
-        _plot(
-            out / "loss_vs_position.png",
-            pos_curves,
-            "position in the window (bytes)",
-            "mean loss (nats/byte)",
-            "per-position loss in the longest windows (merged runs)",
-        )
-    return {"rows": rows}
 
 
 @register_experiment(

@@ -1,0 +1,51 @@
+"""What the training experiments share: their runs go through the sweep runner (seqzoo/sweep), one folder per run
+under ``<out>/runs/<hash of the whole configuration>``, so a changed setting never reuses an old result, an identical
+one is skipped, and a cut one resumes from its checkpoint. Plus option parsing and results tables as files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..sweep import RunSpec, run_sweep, write_tables
+from ..sweep.options import as_list
+
+FN = "seqzoo.sweep.train_run:train_run"
+__all__ = ["as_ints", "as_list", "train_runs", "write_rows"]
+
+
+def as_ints(v: Any) -> list[int]:
+    return as_list(v, int)
+
+
+def write_rows(out: Path, rows: list[dict[str, Any]], stem: str = "results") -> None:
+    """``<stem>.json`` (everything), ``<stem>.csv`` and ``<stem>.md`` (the scalar columns)."""
+    write_tables(rows, out, stem)
+
+
+def train_runs(
+    out: Path, runs: list[tuple[dict, dict]], task: dict, train: dict, procs: int = 1, eval: dict | None = None
+) -> list[dict[str, Any]]:
+    """``runs``: (labels with ``seed``, model entry of sweep/train_run.py) pairs, all on ``task`` with ``train``;
+    returns the sweep records in order. A failed run raises (an experiment table with a hole would mislead)."""
+    specs = [
+        RunSpec(
+            FN,
+            {
+                "seed": int(labels["seed"]),
+                "model": model,
+                "task": task,
+                "train": train,
+                **({"eval": eval} if eval else {}),
+            },
+            labels,
+        )
+        for labels, model in runs
+    ]
+    records = run_sweep(specs, out, procs=procs)
+    bad = [r for r in records if r["status"] == "error"]
+    if bad:
+        raise RuntimeError(
+            f"{len(bad)} run(s) failed, first: {bad[0]['labels']}: {bad[0]['error']} ({bad[0]['run_dir']})"
+        )
+    return records
