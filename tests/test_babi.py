@@ -1,4 +1,4 @@
-"""bAbI memory tasks (seqzoo.tasks.babi): layout, placement, determinism, parsing and errors (spec/rmt.md §9.6-9.8).
+"""bAbI memory tasks (seqzoo.tasks.babi): layout, placement, determinism, parsing and errors (arXiv:2304.11062 memory tasks; docs/rmt.md).
 
 Runs on small generated data (byte tokenizer, tiny bAbI files and books written to tmp_path); one test also
 reads the real files from ../shared when present."""

@@ -1,4 +1,4 @@
-"""ops/fftconv: FFT paths against the direct O(T^2) sums and explicit DFT matrices (spec/orchid.md §2, §9)."""
+"""ops/fftconv: FFT paths against the direct O(T^2) sums and explicit DFT matrices (Orchid, arXiv:2402.18508, §2-§3)."""
 
 import pytest
 import torch

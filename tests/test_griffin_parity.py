@@ -1,6 +1,6 @@
-"""Parity with DeepMind's recurrentgemma 1.0.1 (PyTorch) through the stored fixtures (spec §5.4).
+"""Parity with DeepMind's recurrentgemma 1.0.1 (PyTorch) through the stored fixtures (docs/griffin.md).
 
-Runs with no extra install: /work/shared/fixtures/recurrentgemma holds the official weights, inputs, outputs
+Runs with no extra install: ``fixtures/recurrentgemma`` under ``conftest.shared_dir()`` holds the official weights, inputs, outputs
 and caches. ``test_live_reference`` compares against the installed package on other configurations
 (``pip install "recurrentgemma[torch]" "recurrentgemma[jax]"``; marked ``parity``, skipped when absent).
 """

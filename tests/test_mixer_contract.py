@@ -1,4 +1,4 @@
-"""Registry-wide mixer contract (design.md): every mixer in MIXERS passes these, with no special cases.
+"""Registry-wide mixer contract (ARCHITECTURE.md "The contracts", seqzoo/mixers/base.py): every mixer in MIXERS passes these, with no special cases.
 
 A new mixer joins by registering itself and setting ``test_kwargs`` (tiny constructor arguments).
 Checks run in float64 so that a genuine mismatch is never hidden by rounding.

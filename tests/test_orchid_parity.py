@@ -1,4 +1,4 @@
-"""Parity with the Orchid authors' standalone block (fixtures/orchid; fixtures/README.md §7)."""
+"""Parity with the Orchid authors' standalone block (``fixtures/orchid`` under ``conftest.shared_dir()``; docs/orchid.md "Parity with the authors' block")."""
 
 import pytest
 import torch

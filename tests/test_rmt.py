@@ -1,4 +1,4 @@
-"""RMT wrapper: exact BPTT against a hand-written unroll, truncation, checkpoint modes (spec/rmt.md §9.1-9.2).
+"""RMT wrapper: exact BPTT against a hand-written unroll, truncation, checkpoint modes (docs/rmt.md "Tests").
 
 Tiny float64 backbones: d 32, 2 layers, m 3, L 5; T in {1, 17, 20} (17 ends in a short segment)."""
 

@@ -1,5 +1,5 @@
 """RMT around every registered seqzoo mixer stack (memory on top of attention, recurrence or convolution) and
-around the Griffin preset: shapes, BPTT reaching the memory parameter, and streaming = one call (spec/rmt.md §4)."""
+around the Griffin preset: shapes, BPTT reaching the memory parameter, and streaming = one call (docs/rmt.md)."""
 
 import pytest
 import torch

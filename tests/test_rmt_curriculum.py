@@ -1,5 +1,5 @@
 """Curriculum over segment counts (seqzoo.train.curriculum) and the memory-carries-information check:
-a tiny RMT recalls a class token from the first segment only when it has memory tokens (spec/rmt.md §5, §9.3)."""
+a tiny RMT recalls a class token from the first segment only when it has memory tokens (arXiv:2304.11062 curriculum; docs/rmt.md)."""
 
 import json
 

@@ -1,6 +1,6 @@
 """RMT around Hugging Face transformers backbones (optional dependency; skipped without transformers):
 small random GPT-2 / GPT-NeoX / BERT configs, gradient equality with an unroll, KV-cache generation,
-the position budget, and LoRA through peft (spec/rmt.md §4, §9.5)."""
+the position budget, and LoRA through peft (docs/rmt.md)."""
 
 import pytest
 import torch

@@ -1,5 +1,5 @@
 """RMT wrapper: zero-memory sanity, layout, streaming, generation, save/load and bad input
-(spec/rmt.md §9.3-9.5, 9.8). Helpers and tiny float64 backbones come from test_rmt.py."""
+(docs/rmt.md "Tests"). Helpers and tiny float64 backbones come from test_rmt.py."""
 
 import itertools
 import math

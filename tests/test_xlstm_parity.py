@@ -1,11 +1,11 @@
-"""Parity with NX-AI's official ``xlstm`` 2.0.6 (spec §8.4).
+"""Parity with NX-AI's official ``xlstm`` 2.0.6 (docs/xlstm.md, "Parity").
 
-* Fixture tests (run everywhere, no install): /work/shared/fixtures/xlstm holds the official weights, inputs,
+* Fixture tests (run everywhere, no install): ``fixtures/xlstm`` under ``conftest.shared_dir()`` holds the official weights, inputs,
   outputs and states for an mLSTM layer, an sLSTM layer, a 4-block xLSTM LM (sLSTM at 1) and a tiny 7B-style
-  xLSTMLarge. Weights are mapped with seqzoo.parity.xlstm and compared at the fixture README's bars.
+  xLSTMLarge. Weights are mapped with seqzoo.parity.xlstm and compared at the tolerances set in this file.
 * Live tests (``-m parity``, skipped unless ``xlstm`` imports): build other configurations in both, copy weights,
   compare outputs and states. Run with an environment that has the package, e.g.
-  ``/work/venvs/xlstm/bin/python -m pytest -m parity tests/test_xlstm_parity.py``.
+  ``<venv with xlstm>/bin/python -m pytest -m parity tests/test_xlstm_parity.py``.
 """
 
 import pytest

@@ -1,19 +1,19 @@
 """Kernel-level benchmark: forward and forward+backward time of the sequence kernels, with % of the roofline.
 
-CUDA (``--device cuda``): the anchors.md shapes — B·T = 65,536 tokens, H = 16, Dk = 128, Dv = 256, T = 1K..64K for
-mLSTM / gated linear attention, the §2.1 shapes for the diagonal scan and the fused RG-LRU — for the seqzoo Triton kernels, the
-PyTorch chunkwise paths, the depthwise causal conv (k = 4, the xLSTM / Griffin short conv) at the §2.1 shapes,
+CUDA (``--device cuda``): the shapes of NX-AI's mlstm_kernels TFLA benchmark (arXiv:2503.14376) — B·T = 65,536 tokens, H = 16, Dk = 128, Dv = 256, T = 1K..64K for
+mLSTM / gated linear attention, (B, T, D) = (8, 4096, 2048), (16, 2048, 2560), (1, 65536, 4096) for the diagonal scan and the fused RG-LRU — for the seqzoo Triton kernels, the
+PyTorch chunkwise paths, the depthwise causal conv (k = 4, the xLSTM / Griffin short conv) at the scan shapes,
 ``F.scaled_dot_product_attention`` (causal, H = 32 × 128 as in the TFLA benchmark) and,
 when installed, flash-linear-attention (``chunk_simple_gla``, ``chunk_gla``) and NX-AI ``mlstm_kernels``
 (``chunkwise--triton_xl_chunk``). Times from ``triton.testing.do_bench`` (median, L2 flushed between runs);
-``frac_roofline`` = roofline bound (anchors.md §2.1 / §2.2 formulas, measured H100/H200 limits) / measured time.
+``frac_roofline`` = roofline bound (the formulas below, docs/benchmarks.md "Roofline bounds") / measured time.
 The seqzoo mLSTM row is labelled with the backward ``ops/mlstm/triton.py: mlstm_triton`` uses by default (its
 ``backward=`` default: ``bwd=triton``, or ``bwd=torch-recompute`` for the PyTorch recompute); the GLA, scan, RG-LRU
 and conv kernels are Triton both ways.
 
 CPU (``--device cpu``, the default without a GPU): small shapes, torch reference paths only, all contenders of
 one point timed interleaved in one process (min of N), reported as ratios against the per-token loop of the same
-op measured in the same run (anchors.md §6: on CPU only same-run ratios count).
+op measured in the same run (on a shared CPU only ratios measured in one run are comparable).
 
 Results: ``kernels.csv``, ``kernels.json``, ``config.json`` and ``kernels.png`` under ``--out``.
 Run: ``python -m seqzoo.bench.kernels --device cpu --out results/kernels``.
@@ -33,20 +33,21 @@ import torch
 import torch.nn.functional as F
 
 OPS = ("mlstm", "gla", "attention", "scan", "rglru", "conv")
-# measured limits (anchors.md §1): FLOP/s and bytes/s
+# attainable limits, FLOP/s and bytes/s: dense bf16 GEMM ≈ 80 % of the 989 TFLOP/s datasheet peak, HBM copy ≈ 90 %
+# of the 3.35 / 4.8 TB/s datasheet bandwidth (NVIDIA H100 / H200 datasheets); not measured by seqzoo
 PEAK_FLOPS = 795e12
 HBM_BW = {"H100": 3.0e12, "H200": 4.3e12}
 
 
 # ------------------------------------------------------------------------------------------------ rooflines
 def scan_roofline_ms(B: int, T: int, D: int, s: int = 2, backward: bool = False, gpu: str = "H100") -> float:
-    """anchors.md §2.1: real diagonal scan, 3·N·s bytes forward, ≈8·N·s forward+backward; always memory bound."""
+    """Real diagonal scan ``h_t = a_t h_{t-1} + b_t``, N = B·T·D: 3·N·s bytes forward, ≈8·N·s forward+backward; always memory bound."""
     N = B * T * D
     return (8 if backward else 3) * N * s / HBM_BW[gpu] * 1e3
 
 
 def rglru_roofline_ms(B: int, T: int, D: int, s: int = 2, backward: bool = False, gpu: str = "H100") -> float:
-    """Fused RG-LRU: forward reads x and two gate pre-activations and writes y, 4·N·s (anchors.md §2.1); our
+    """Fused RG-LRU: forward reads x and two gate pre-activations and writes y, 4·N·s; our
     backward reads x, both gates, y, dy and writes dx and both gate gradients, 8·N·s more (12·N·s fwd+bwd)."""
     return (12 if backward else 4) * B * T * D * s / HBM_BW[gpu] * 1e3
 
@@ -65,7 +66,7 @@ def gla_roofline_ms(
     backward: bool = False,
     gpu: str = "H100",
 ) -> float:
-    """anchors.md §2.2: max(FLOPs / P, bytes / BW) for chunked GLA / mLSTM; fwd+bwd ≈ 3x the forward (both terms).
+    """max(FLOPs / P, bytes / BW) for chunked GLA / mLSTM (the chunkwise form of GLA, arXiv:2312.06635); fwd+bwd ≈ 3x the forward (both terms).
 
     ``states_on_chip``: the seqzoo kernels keep chunk states in registers, so the state term is dropped.
     """
@@ -78,7 +79,7 @@ def gla_roofline_ms(
 
 
 def attention_roofline_ms(B: int, T: int, H: int, D: int, backward: bool = False) -> float:
-    """anchors.md §2.4: causal 2·B·H·T²·D FLOPs forward, 3.5x for fwd+bwd."""
+    """FlashAttention's count (arXiv:2307.08691): causal 2·B·H·T²·D FLOPs forward, 3.5x for fwd+bwd."""
     return 2 * B * H * T * T * D * (3.5 if backward else 1) / PEAK_FLOPS * 1e3
 
 

@@ -1,4 +1,4 @@
-"""Griffin's residual block (arXiv:2402.19427 §2.2, spec/griffin.md §3.3, §3.6).
+"""Griffin's residual block (arXiv:2402.19427 §2.1-§2.2, Fig. 2).
 
     r = x + Temporal(RMSNorm(x));   out = r + GatedMLP(RMSNorm(r))        (MLP: down(gelu_tanh(up x) ⊙ gate x))
 

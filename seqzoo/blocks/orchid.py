@@ -1,4 +1,4 @@
-"""Blocks of the Orchid/M2 models (spec/orchid.md §5-§6): block-diagonal (Monarch-style) MLPs and two layers.
+"""Blocks of the Orchid/M2 models (arXiv:2402.18508 §3.3, §4.2; M2, arXiv:2310.12109): block-diagonal (Monarch-style) MLPs and two layers.
 
 ``BlockDiagonalLinear``: the input is split into ``nb`` chunks and chunk b is mapped by its own
 ``(out/nb, in/nb)`` matrix (one block-diagonal factor of M2's MLP; no permutation).

@@ -1,4 +1,4 @@
-"""GateLoop experiments (spec/gateloop.md §8.5): results are files (config, JSON/CSV, PNG).
+"""GateLoop experiments (arXiv:2311.01927, §5.1; docs/gateloop.md): results are files (config, JSON/CSV, PNG).
 
 * ``gateloop-memory-horizon``: the paper's ablation (Fig. 6/7): data-controlled vs fixed state transitions on the
   Memory Horizon task, test accuracy overall and per required memory span (bins of ``span_bin``), plus the mean

@@ -1,4 +1,4 @@
-"""Griffin experiments (arXiv:2402.19427 §3-§4, spec/griffin.md §6): Hawk vs Griffin vs the MQA Transformer at
+"""Griffin experiments (arXiv:2402.19427 §3-§6): Hawk vs Griffin vs the MQA Transformer at
 equal parameter count, small CPU settings. Results are files (config, JSON/CSV, PNG).
 
 * ``griffin-mqar``: multi-query associative recall (task ``mqar``), validation accuracy per model.

@@ -1,6 +1,6 @@
 """``seqzoo experiment kernels``: kernel-level forward / forward+backward times and % of the roofline bound.
 
-On CUDA: the anchor shapes of spec/anchors.md against SDPA and installed peers; on CPU: torch reference
+On CUDA: the shapes of NX-AI's mlstm_kernels TFLA benchmark (arXiv:2503.14376) against SDPA and installed peers; on CPU: torch reference
 paths at small shapes, as ratios in one run. See seqzoo/bench/kernels.py and docs/benchmarks.md.
 """
 

@@ -1,4 +1,4 @@
-"""Orchid experiments (spec/orchid.md §6, §8, §9): results are files (config, JSONL/CSV, PNG).
+"""Orchid experiments (arXiv:2402.18508, §4; docs/orchid.md): results are files (config, JSONL/CSV, PNG).
 
 * ``orchid-ar``: associative recall over a grid of vocabulary sizes and lengths, Orchid vs the static
   long convolution (Hyena-style, same block without H_theta) vs attention, one row per run.
@@ -145,9 +145,7 @@ def _plot_ar(out: Path, rows: list[dict]) -> None:
     plt.close(fig)
 
 
-@register_experiment(
-    "orchid-ar", "Associative recall grid: Orchid vs static long conv vs attention (spec/orchid.md §8)"
-)
+@register_experiment("orchid-ar", "Associative recall grid: Orchid vs static long conv vs attention (Orchid §4.1)")
 def orchid_ar(
     out_dir: Path,
     vocab_sizes="20",

@@ -1,4 +1,4 @@
-"""xLSTM experiments (spec/xlstm.md §9, small CPU settings). Results are files: config.json, results.json/.csv, PNG.
+"""xLSTM experiments (arXiv:2405.04517, §4, at small CPU settings). Results are files: config.json, results.json/.csv, PNG.
 
 * ``xlstm-mqar``: multi-query associative recall, xLSTM[1:0] and xLSTM[7:1] against a RoPE attention Transformer
   of equal non-embedding size (the attention model's SwiGLU width is solved for the xLSTM[1:0] count).

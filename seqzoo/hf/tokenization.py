@@ -1,6 +1,6 @@
 """GPT-2 byte-level BPE as a transformers fast tokenizer, built offline from ``encoder.json`` + ``vocab.bpe``.
 
-The files are passed by path (seqzoo ships none; ``/work/shared/data/gpt2-bpe`` holds GPT-2's originals), nothing
+The files are passed by path (seqzoo ships none; pass the folder that holds GPT-2's originals, e.g. ``../shared/data/gpt2-bpe``), nothing
 is downloaded. The result is a ``transformers.GPT2TokenizerFast`` usable with ``pipeline(...)``; it encodes text
 exactly as seqzoo's own ``seqzoo.tasks.tokenizers.GPT2Tokenizer`` does.
 """

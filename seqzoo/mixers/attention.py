@@ -1,7 +1,7 @@
 """Softmax attention: multi-head / grouped-query / multi-query, global or sliding-window, with RoPE.
 
 Vaswani et al. (arXiv:1706.03762); RoPE (arXiv:2104.09864); MQA (arXiv:1911.02150); GQA (arXiv:2305.13245);
-the sliding window follows Griffin (arXiv:2402.19427, §2.4 and spec/griffin.md §3.4):
+the sliding window follows Griffin (arXiv:2402.19427, §2.3, local MQA):
 
     y_i = softmax_j( q_i · k_j / sqrt(hd) + mask_ij ) v_j,
     key j is visible from query i  iff  p_j <= p_i  and (window is None or p_i - p_j <= window)

@@ -1,4 +1,4 @@
-"""The mixer contract (design.md) and the registry every token mixer joins.
+"""The mixer contract (ARCHITECTURE.md "The contracts", README "Use it from Python") and the registry every token mixer joins.
 
 A mixer maps ``x (B, T, d_model)`` to ``y (B, T, d_model)`` and returns the state it must carry
 to the next call: ``y, state = mixer(x, state=None, mode=None)``. The state is returned, never

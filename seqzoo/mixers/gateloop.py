@@ -1,4 +1,4 @@
-"""GateLoop: fully data-controlled linear recurrence. T. Katsch, arXiv:2311.01927 (spec/gateloop.md).
+"""GateLoop: fully data-controlled linear recurrence. T. Katsch, arXiv:2311.01927 (§3).
 
     a_n = f(W_γ x_n) · exp(i·g(W_θ x_n)),   S_n = diag(a_n) S_{n-1} + k_n v_nᵀ,   y_n = Re(q_nᵀ S_n)
 

@@ -1,6 +1,6 @@
 """Static implicit long convolution (the Hyena-style baseline for Orchid).
 
-Poli et al., "Hyena Hierarchy", arXiv:2302.10866; the baseline of Orchid (arXiv:2402.18508, spec/orchid.md §8):
+Poli et al., "Hyena Hierarchy", arXiv:2302.10866; the baseline of Orchid (arXiv:2402.18508, §4.1):
 
     y = out_proj( x0 . (h_0 * (x1 . v) + D . (x1 . v)) + h_res * u + D_res . u )
 

@@ -9,7 +9,7 @@ arXiv:2402.18508 (NeurIPS 2024); the static filter is Hyena's implicit filter (a
 
 inside Hyena's order-1.5 block ``out_proj(x0 . ((H_theta + H_0) * (x1 . v) + D . (x1 . v)) + h_res * u + D_res . u)``.
 The mixer is non-causal: every frequency bin of the conditioning input depends on every token, so
-``causal = False`` and the state is always None (spec/orchid.md §2, §5).
+``causal = False`` and the state is always None (arXiv:2402.18508 §6 leaves a causal variant to future work).
 
 Modes: ``"fft"`` (torch.fft) and ``"direct"`` (explicit DFT matrices and O(T^2) sums from
 ``ops/fftconv/naive.py``, the reference). Options that exist only to reproduce the authors' block

@@ -1,7 +1,7 @@
 """Griffin / Hawk recurrent block around the RG-LRU.
 
 De et al., "Griffin: Mixing Gated Linear Recurrences with Local Attention for Efficient Language Models",
-arXiv:2402.19427 (§2.4, Fig. 2); Botev et al., "RecurrentGemma", arXiv:2404.07839. Spec: spec/griffin.md §2-§3.1.
+arXiv:2402.19427 (§2.4, Fig. 2); Botev et al., "RecurrentGemma", arXiv:2404.07839. User docs: docs/griffin.md.
 
     log a_t = −c·σ(W_a x_t + b_a)·softplus(Λ̃),   h_t = a_t ⊙ h_{t−1} + sqrt(1 − a_t²) ⊙ σ(W_x x_t + b_x) ⊙ x_t
     block:  out = W_out( RG-LRU(Conv1D_4(W_x' x)) ⊙ gelu_tanh(W_y x) )      (a_t = 0, no sqrt, at a document start)

@@ -49,7 +49,7 @@ class ModelConfig:
     logit_softcap: float | None = None  # Griffin: cap * tanh(logits / cap)
     n_classes: int | None = None  # Encoder sequence-classification head
     pool: str = "mean"  # Encoder classification pooling: "mean" | "first"
-    # BERT-style encoder pieces (Encoder only; M2 / Orchid-BERT, spec/orchid.md §5-6). Off by default.
+    # BERT-style encoder pieces (Encoder only; M2, arXiv:2310.12109 / Orchid-BERT, arXiv:2402.18508 §4.2). Off by default.
     max_positions: int | None = None  # learned absolute position embeddings for positions < max_positions
     type_vocab_size: int = 0  # token-type (segment) embeddings; 0 = none
     embed_norm: bool = False  # LayerNorm (+ dropout) on the summed embeddings

@@ -10,7 +10,7 @@ are placed next to each segment's token embeddings and the backbone's final hidd
 
 with M_0 = P a trainable (m, D) parameter. Gradients flow through the chain of segments (BPTT), truncated
 to the last ``bptt_depth`` hand-overs (``bptt_keep_first`` also keeps the first one, as the authors' wrapper
-does). See spec/rmt.md and docs/rmt.md.
+does). See docs/rmt.md.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ RMT_WEIGHTS_NAME = "rmt.safetensors"
 
 @dataclass
 class RMTConfig:
-    """How the wrapper cuts, lays out and trains over segments (spec/rmt.md §4). ``None`` = from the backbone."""
+    """How the wrapper cuts, lays out and trains over segments (docs/rmt.md). ``None`` = from the backbone."""
 
     num_mem_tokens: int = 10
     segment_size: int = 512
@@ -111,7 +111,7 @@ def segment_bounds(T: int, L: int, alignment: str) -> list[tuple[int, int]]:
 
 
 def read_write_mask(m: int, L: int, kind: str, device=None) -> torch.Tensor:
-    """Boolean ``(L + 2m, L + 2m)`` mask (True = may attend) of the read/write layout (spec/rmt.md §3.4)."""
+    """Boolean ``(L + 2m, L + 2m)`` mask (True = may attend) of the read/write layout (Bulatov et al., arXiv:2207.06881, §3)."""
     n = L + 2 * m
     mask = torch.ones(n, n, dtype=torch.bool, device=device).tril()  # causal over [read ; segment ; write]
     if kind == "rmt":

@@ -2,7 +2,7 @@
 
 RMT (Bulatov et al., arXiv:2207.06881; Bulatov et al., arXiv:2304.11062) only needs a backbone that maps
 input *embeddings* to final hidden states; memory vectors are concatenated with the token embeddings of
-each segment. A backbone object provides (duck-typed, spec/rmt.md §4):
+each segment. A backbone object provides (duck-typed; docs/rmt.md):
 
     d_model                int: width of inputs_embeds and of the final hidden states
     causal                 bool: sets the default placement ("read_write" if causal else "encoder")
@@ -93,7 +93,7 @@ def as_backbone(backbone: Any) -> Any:
     if missing:
         raise TypeError(
             f"backbone must accept input embeddings: a seqzoo model, a Hugging Face PreTrainedModel, or an object "
-            f"with {REQUIRED_MEMBERS} (spec/rmt.md §4); {type(backbone).__name__} lacks {missing}"
+            f"with {REQUIRED_MEMBERS} (seqzoo/models/rmt_backbone.py); {type(backbone).__name__} lacks {missing}"
         )
     return backbone
 

@@ -143,7 +143,7 @@ def lora_backbone(
 ) -> nn.Module:
     """Wrap a transformers model with peft LoRA adapters (backbone frozen, adapters trainable).
 
-    Wrap before RMT does (spec/rmt.md §4): ``RMT(lora_backbone(gpt2), cfg)``; RMT's memory stays trainable.
+    Wrap before RMT does (docs/rmt.md): ``RMT(lora_backbone(gpt2), cfg)``; RMT's memory stays trainable.
     """
     try:
         from peft import LoraConfig, get_peft_model

@@ -1,4 +1,4 @@
-"""ViT-style image classifier over the ``Encoder`` trunk (Orchid §4.3; spec/orchid.md §6).
+"""ViT-style image classifier over the ``Encoder`` trunk (Orchid, arXiv:2402.18508, §4.3).
 
     pixels (B, H*W*C) or (B, C, H, W)  ->  p x p patches in raster order (B, N, p*p*C)
     -> Linear patch embedding + learned position embedding (B, N, D)  -> Encoder blocks (any mixer pattern)

@@ -1,4 +1,4 @@
-"""Reading the official-implementation fixtures in ../shared/fixtures (README there).
+"""Reading the official-implementation fixtures (``<shared>/fixtures/<model>``; ``tests/conftest.py: shared_dir``).
 
 A case is ``<case>.safetensors`` plus an optional ``<case>.json``. Tensor keys ``kind:name`` are grouped by
 kind (input, output, state, inter, view, ...); keys without a ':' are the official model's state dict.

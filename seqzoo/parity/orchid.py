@@ -1,4 +1,4 @@
-"""Parity with the Orchid authors' standalone block (fixtures/orchid, fixtures/README.md §7).
+"""Parity with the Orchid authors' standalone block (stored fixtures ``fixtures/orchid``; docs/orchid.md "Parity with the authors' block").
 
     python -m seqzoo.parity.orchid /path/to/shared/fixtures/orchid
 

@@ -1,7 +1,7 @@
 """Weight, config and cache maps between DeepMind's ``recurrentgemma`` (PyTorch, v1.0.1) and seqzoo.
 
-Used by tests/test_griffin_parity.py against /work/shared/fixtures/recurrentgemma (no install needed) and, when
-``recurrentgemma`` is installed, against the live package (spec/griffin.md §5.4).
+Used by tests/test_griffin_parity.py against stored fixtures (``fixtures/recurrentgemma`` under ``tests/conftest.py``'s
+``shared_dir()``; no install needed) and, when ``recurrentgemma`` is installed, against the live package (docs/griffin.md).
 
 Name map (``P = blocks.{i}.``): ``temporal_pre_norm.scale`` / ``channel_pre_norm.scale`` / ``final_norm.scale`` →
 ``P.norm1`` / ``P.norm2`` / ``norm`` with γ = 1 + scale; ``recurrent_block.*`` → ``mixer.*`` (``conv_1d.{w,b}`` →

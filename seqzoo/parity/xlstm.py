@@ -1,6 +1,6 @@
-"""Weight, config and state maps from NX-AI's official ``xlstm`` package (v2.0.6) to seqzoo (spec §8.4).
+"""Weight, config and state maps from NX-AI's official ``xlstm`` package (v2.0.6) to seqzoo (docs/xlstm.md, "Parity").
 
-Used by tests/test_xlstm_parity.py against /work/shared/fixtures/xlstm (no install needed) and, when ``xlstm`` is
+Used by tests/test_xlstm_parity.py against stored fixtures (``fixtures/xlstm`` under ``tests/conftest.py``'s ``shared_dir()``; no install needed) and, when ``xlstm`` is
 installed, against the live package at other configurations (``pytest -m parity``).
 
 NeurIPS layers (``xlstm.mLSTMLayer`` / ``xlstm.sLSTMLayer``), official name -> seqzoo mixer name:

@@ -1,4 +1,4 @@
-"""Single-query associative recall, Hyena's generator (Poli et al., arXiv:2302.10866; Orchid §4.1, spec/orchid.md §8).
+"""Single-query associative recall, Hyena's generator (Poli et al., arXiv:2302.10866; Orchid, arXiv:2402.18508, §4.1).
 
 Why not ``mqar`` with ``num_queries=1``: MQAR draws *distinct* keys from ``vocab/2 - 1`` ids, so it cannot
 write T/2 pairs over a small vocabulary (V = 30, T = 64 needs 32 pairs from 14 keys), whereas Hyena's

@@ -11,7 +11,7 @@ books, the question ends the input; the input is exactly N·L tokens (N = ``n_se
 
 The answer is a 6-way classification over the places (``head="class"``, encoder) or generated tokens
 (``head="generate"``: tail ``question + " Answer: " + answer + <eos>``, scored on the answer and eos).
-A sample is a pure function of (seed, split, task, N, L, index). Data are read from paths (spec/rmt.md §6).
+A sample is a pure function of (seed, split, task, N, L, index). Data are read from paths the caller gives; nothing is downloaded.
 """
 
 from __future__ import annotations

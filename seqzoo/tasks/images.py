@@ -1,4 +1,4 @@
-"""Small offline image classification: scikit-learn's 8x8 digits, Debian's Fashion-MNIST (spec/orchid.md §6).
+"""Small offline image classification: scikit-learn's 8x8 digits, Debian's Fashion-MNIST (CPU-sized stand-ins for Orchid's image classification, arXiv:2402.18508, §4.3).
 
 Images are returned as integer gray levels flattened in raster order, ``inputs (N, H*W)`` LongTensor
 (digits: 0..16, Fashion-MNIST: 0..255), with ``targets (N,)`` class ids (``kind = "cls"``);

@@ -1,4 +1,4 @@
-"""Memory Horizon (GateLoop paper, Katsch arXiv:2311.01927, §5.1, appendix A, Table 2; spec/gateloop.md §7).
+"""Memory Horizon (GateLoop paper, Katsch arXiv:2311.01927, §5.1, appendix A, Table 2).
 
 Inputs are numbers in [0, max_input] (id = value) and a reset token (id = max_input + 1) placed at ``n_resets``
 distinct uniform positions. At every position t the target compresses the numbers since the last reset

@@ -1,4 +1,4 @@
-"""Masked language modelling over local text (BERT / M2-BERT pre-training objective; spec/orchid.md §6).
+"""Masked language modelling over local text (BERT / M2-BERT pre-training objective; Orchid, arXiv:2402.18508, §4.2).
 
 Windows of T tokens come from the ``text`` task's memory-mapped corpus. A fraction ``mask_prob`` of the
 positions is chosen (M2-BERT uses 0.30, BERT 0.15); of those, 80 % become ``[MASK]``, 10 % a random token and

@@ -27,7 +27,7 @@ from ..tasks.base import IGNORE_INDEX
 
 @dataclass
 class Curriculum:
-    """Stages of segment counts and when to advance (spec/rmt.md §5)."""
+    """Stages of segment counts and when to advance (RMT curriculum, Bulatov et al., arXiv:2304.11062; docs/rmt.md)."""
 
     stages: list[int] = field(default_factory=lambda: [1, 2, 3])
     mix_previous: bool = False
@@ -66,7 +66,7 @@ class Curriculum:
 
 @dataclass
 class OptimConfig:
-    """AdamW with linear warm-up then linear decay to 0 (spec/rmt.md §8); restarted at every stage."""
+    """AdamW with linear warm-up then linear decay to 0 (the RMT authors' training scripts); restarted at every stage."""
 
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.98)

@@ -1,4 +1,4 @@
-"""GateLoop presets (Katsch, arXiv:2311.01927, appendix C, Tables 3-4; spec/gateloop.md §6).
+"""GateLoop presets (Katsch, arXiv:2311.01927, appendix C, Tables 3-4).
 
 Each layer: x + GateLoop(LN(x)), then x + Linear(GELU(Linear(LN(x)))) (the "residual" block with a GELU MLP of
 width d_channel_mixing, biases on), max heads (d_h = 1), untied LM head, no positional encoding.

@@ -1,7 +1,7 @@
 """Griffin, Hawk and their MQA-Transformer baseline (arXiv:2402.19427), and RecurrentGemma (arXiv:2404.07839).
 
 Paper sizes follow Griffin Table 2 (shared by MQA, Hawk and Griffin; MLP expansion 3, head dim 128, 16 RG-LRU
-gate blocks, window 1024); the reference presets follow DeepMind's ``recurrentgemma`` (spec/griffin.md §3.7).
+gate blocks, window 1024); the reference presets follow DeepMind's ``recurrentgemma`` (github.com/google-deepmind/recurrentgemma, arXiv:2404.07839).
 """
 
 from __future__ import annotations

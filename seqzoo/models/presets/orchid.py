@@ -1,4 +1,4 @@
-"""Orchid presets: associative-recall encoders (CPU), Orchid-BERT (M2 layout) and Orchid-ViT (spec/orchid.md §6, §8).
+"""Orchid presets: associative-recall encoders (CPU), Orchid-BERT (M2 layout) and Orchid-ViT (arXiv:2402.18508, §4.1-§4.3).
 
 ``orchid_ar_config(mixer, vocab_size, seq_len)`` builds the §8 recall model for any mixer, so Orchid,
 the static long convolution and attention are compared with everything else equal.

@@ -1,6 +1,6 @@
 """Reference FFT-convolution maths: explicit DFT matrices and the O(T^2) direct sums (the truth).
 
-Conventions (spec/orchid.md §2): channels-first ``x (B, C, T)``, per-channel (depthwise) convolution,
+Conventions (Orchid, Karami & Ghodsi, arXiv:2402.18508, §2-§3; docs/orchid.md): channels-first ``x (B, C, T)``, per-channel (depthwise) convolution,
 
     linear:    y[t] = sum_{l=0}^{T-1} h[t-l] x[l]          (taps outside 0..T-1 are zero)
     circular:  y[t] = sum_{l=0}^{T-1} h[(t-l) mod T] x[l]

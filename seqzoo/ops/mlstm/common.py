@@ -1,6 +1,6 @@
 """Shared argument checks and gate transforms of the mLSTM cell ops.
 
-Layouts (design.md): ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, gate pre-activations ``i, f (B, T, H)``;
+Layouts (the project-wide convention, CONTRIBUTING.md "Tensor layouts"): ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, gate pre-activations ``i, f (B, T, H)``;
 state ``(C (B, H, K, V), n (B, H, K), m (B, H))`` kept in float32 (float64 when the inputs are float64).
 """
 

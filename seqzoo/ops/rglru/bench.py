@@ -3,7 +3,7 @@
     python -m seqzoo.ops.rglru.bench --B 4 --T 2048 --R 512 --threads 1
 
 Reports the best of ``repeats`` wall times for forward and forward+backward, and the ratios loop / scan
-(spec/griffin.md §6 yardstick: ≥ 2×, target ≥ 5× at B=4, T=2048, R=512 on CPU).
+(the project's yardstick: ≥ 2×, target ≥ 5× at B=4, T=2048, R=512 on CPU; measured results in docs/griffin.md).
 """
 
 from __future__ import annotations
