@@ -2,7 +2,7 @@
 
 Every tracked (or new, not ignored) ``.md`` and ``.py`` file is scanned for references to the planning notes
 that were never part of the repository (the per-paper implementation notes, the design and anchor notes, the
-README of the parity-fixture folder) and for absolute paths of one machine (``/work``, ``/root``, ``/home``).
+README of the parity-fixture folder, and section references into those notes) and for absolute paths of one machine (``/work``, ``/root``, ``/home``).
 Citations belong to papers (arXiv id and section) or to files in the repository; data and fixture paths are
 arguments, environment variables or paths relative to the repository (``tests/conftest.py``).
 
@@ -24,6 +24,7 @@ FORBIDDEN = [
     ("planning note (design)", re.compile(r"(?<![A-Za-z0-9_])[d]esign\.md\b")),
     ("planning note (anchors)", re.compile(r"(?<![A-Za-z0-9_])[a]nchors\.md\b")),
     ("fixture folder README", re.compile(r"[f]ixtures/README")),
+    ("planning note (section)", re.compile(r"(?<![A-Za-z0-9_])[Ss]pec (?:§|anchor)|\b[Tt]he [s]pec's\b")),
     ("absolute machine path", re.compile(r"(?<![A-Za-z0-9_.~])/(?:[w]ork|[r]oot|[h]ome)/")),
 ]
 SKIP_PARTS = {".venv", "results", "runs", ".git", "build", "dist", "__pycache__"}
@@ -74,6 +75,8 @@ def test_the_walk_sees_the_repository():
         "see " + "sp" + "ec/orchid.md §2",
         "the contract of " + "des" + "ign.md",
         "figures of " + "anc" + "hors.md §3",
+        "as " + "sp" + "ec §5.2 says",
+        "the " + "sp" + "ec's CPU setting",
         "read ../shared/" + "fix" + "tures/README.md",
         "default path " + "/wo" + "rk/shared/data",
         "cache in " + "/ro" + "ot/.cache/x",
@@ -93,6 +96,7 @@ def test_the_check_catches_a_planted_reference(planted):
         "the mixer contract (seqzoo/mixers/base.py)",
         "inspect.signature(fn)  # importlib.util.find_spec/",
         "out_dir='/tmp/seqzoo-run'",
+        "spec = build_run_spec(args)  # the spec dict",
     ],
 )
 def test_the_check_allows_repository_and_paper_references(allowed):

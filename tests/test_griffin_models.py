@@ -1,5 +1,5 @@
-"""Griffin / Hawk / MQA models: presets and parameter counts (spec §3.7), embedding scale, soft-cap, split and
-decode equivalence of the whole model, bounded decoding state (spec §4, §5.1)."""
+"""Griffin / Hawk / MQA models: presets and parameter counts (Griffin, arXiv:2402.19427, Table 2), embedding scale, soft-cap, split and
+decode equivalence of the whole model, bounded decoding state (docs/griffin.md "Tests")."""
 
 import contextlib
 
@@ -35,7 +35,7 @@ def count(name):
     return m.num_parameters(), m.num_parameters(exclude_embeddings=True)
 
 
-# non-embedding parameter counts of Griffin Table 2 sizes, in billions (spec §3.7)
+# non-embedding parameter counts of Griffin Table 2 sizes, in billions (arXiv:2402.19427, Table 2)
 PAPER = {
     "100m": (0.094, 0.089),
     "200m": (0.174, 0.163),

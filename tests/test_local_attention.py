@@ -1,5 +1,5 @@
 """Griffin's local MQA (and global MQA): exact key set, document resets, RoPE on half the dims, bounded cache
-(spec §3.4, §4, §5.1). Every mode is compared with a brute-force loop written from the spec."""
+(Griffin, arXiv:2402.19427, §2.3). Every mode is compared with a brute-force loop over the key rule."""
 
 import math
 
@@ -33,7 +33,7 @@ def packed_segment_pos(B, T, starts):
 
 
 def brute_force(m, x, segment_pos, window):
-    """Loop over (batch, query): softmax over the keys the spec allows (causal, window, same document)."""
+    """Loop over (batch, query): softmax over the visible keys (causal, window, same document)."""
     B, T, _ = x.shape
     H, hd = m.n_heads, m.head_dim
     q = m.q_proj(x).view(B, T, H, hd)

@@ -9,7 +9,7 @@ R = 5  # reset id for max_input = 4
 
 
 def compress(nums, modulus=50):
-    """The appendix's rule, written as the spec's while-loop: ends paired inwards, +, -, +, ...; odd middle."""
+    """The appendix's rule, written as a while-loop: ends paired inwards, +, -, +, ...; odd middle."""
     total, sign, i, j = 0, 1, 0, len(nums) - 1
     while i < j:
         total += sign * nums[i] * nums[j]
@@ -101,7 +101,7 @@ def test_generator_statistics_small():
 
 
 @pytest.mark.slow
-def test_generator_statistics_2000():  # spec §7: mean span 205, 18.4 % <= 50, 33.9 % <= 100, top class 0 at 2.8 %
+def test_generator_statistics_2000():  # reference statistics: mean span 205, 18.4 % <= 50, 33.9 % <= 100, top class 0 at 2.8 %
     mean, le50, le100, top, arg = _stats(2000)
     assert abs(mean - 205) < 3 and abs(le50 - 0.184) < 0.01 and abs(le100 - 0.339) < 0.01
     assert arg == 0 and abs(top - 0.028) < 0.01

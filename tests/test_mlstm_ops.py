@@ -1,4 +1,4 @@
-"""mLSTM cell ops (spec §8.1-8.3): every mode against the naive step loop, in float64 and float32.
+"""mLSTM cell ops (docs/xlstm.md "Tests"): every mode against the naive step loop, in float64 and float32.
 
 Outputs, final states (C, n, m), split-sequence and prefill+step equivalence, gradients, gradcheck, stress.
 """
@@ -158,7 +158,7 @@ def test_extreme_gates_stay_finite(mode):
 
 
 def test_long_sequence_stress_chunkwise_vs_fp64():
-    """T = 65,536, i~ alternating +-30, f~ alternating +-50 (spec §8.3): finite, m in [-30, 30], equals fp64."""
+    """T = 65,536, i~ alternating +-30, f~ alternating +-50: finite, m in [-30, 30], equals fp64."""
     T = 65536
     q, k, v, _, _ = make(B=1, T=T, H=1, K=4, V=4, dtype=torch.float64)
     alt = torch.where(torch.arange(T) % 2 == 0, 1.0, -1.0).double().view(1, T, 1)
@@ -179,7 +179,7 @@ def test_long_sequence_stress_recurrent():
     h, (C, n, m) = mlstm_recurrent(q, k, v, 30 * alt, -50 * alt)
     assert torch.isfinite(h).all() and torch.isfinite(C).all() and -30 <= float(m.min()) <= float(m.max()) <= 30
     h64, _ = mlstm_chunkwise(*(a.double() for a in (q, k, v, 30 * alt, -50 * alt)))
-    # sampled steps, as the spec says: over all 65,536 steps the fp32 step loop reaches 5.5e-3 at steps where
+    # sampled steps, on purpose: over all 65,536 steps the fp32 step loop reaches 5.5e-3 at steps where
     # q.k ~ 0 (h = sign(q.k) v there, and the step form rounds q^T C and q^T n differently); that is conditioning
     idx = torch.arange(0, T, 997)
     assert float((h[:, idx].double() - h64[:, idx]).abs().max()) <= 1e-4 * max(1.0, float(h64.abs().max()))

@@ -1,4 +1,4 @@
-"""Orchid mixer: modes, shift invariance / equivariance, Remark 3.1, cross variant, gradients, errors (spec §7, §9)."""
+"""Orchid mixer: modes, shift invariance / equivariance, Remark 3.1, cross variant, gradients, errors (arXiv:2402.18508 §3; docs/orchid.md)."""
 
 import pytest
 import torch
@@ -260,7 +260,7 @@ def test_parameter_groups():
 
 
 def test_conditioning_is_alive_at_init():
-    """Exact DFT scaling: H_theta differs between inputs at init (spec §3)."""
+    """Exact DFT scaling: H_theta differs between inputs at init (arXiv:2402.18508 §3.1)."""
     m = make(D=16, l_max=128, filter_width=64)
     H = m.adaptive_spectrum(randx(2, 128, 16))
     assert rel(H[0], H[1]) > 0.1

@@ -1,4 +1,4 @@
-"""The "rglru" mixer (Griffin's recurrent block) and the document-masked causal conv (spec §2-§4, §5.1)."""
+"""The "rglru" mixer (Griffin's recurrent block) and the document-masked causal conv (arXiv:2402.19427 §2.3-§2.4; docs/griffin.md)."""
 
 import itertools
 import math

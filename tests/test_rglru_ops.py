@@ -1,4 +1,4 @@
-"""RG-LRU op: chunked scan vs the loop (outputs, final states, gradients), gate math, stability (spec §5.1-§5.3)."""
+"""RG-LRU op: chunked scan vs the loop (outputs, final states, gradients), gate math, stability (docs/griffin.md "Tests")."""
 
 import pytest
 import torch

@@ -33,7 +33,7 @@ def data(T, B=2, seed=1):
 
 
 def unroll(r: RMT, ids, labels, k=-1):
-    """The recurrence written by hand (spec §1) on the raw seqzoo model, with truncation at hand-overs tau < N - k."""
+    """The recurrence written by hand (arXiv:2207.06881 §3) on the raw seqzoo model, with truncation at hand-overs tau < N - k."""
     c, bb = r.config, r.backbone.model
     m = c.num_mem_tokens
     bounds = segment_bounds(ids.shape[1], c.segment_size, c.segment_alignment)

@@ -1,4 +1,4 @@
-"""sLSTM cell ops (spec §4, §8): fast loops against the naive loop in float64; gradcheck; extreme gates."""
+"""sLSTM cell ops (arXiv:2405.04517 §2.2): fast loops against the naive loop in float64; gradcheck; extreme gates."""
 
 import pytest
 import torch

@@ -9,7 +9,7 @@ import seqzoo
 from seqzoo.mixers import build_mixer
 from seqzoo.models.presets.xlstm import xlstm_config, xlstm_init_
 
-# spec §6.3 table (millions of parameters, untied, vocab 50304) and §6.4 (7B)
+# paper sizes (arXiv:2405.04517 §4; millions of parameters, untied, vocab 50304) and xLSTM 7B (arXiv:2503.13427)
 PAPER_COUNTS = {
     "xlstm71-125m": 163.7,
     "xlstm10-125m": 163.8,

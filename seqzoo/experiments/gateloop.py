@@ -3,7 +3,7 @@
 * ``gateloop-memory-horizon``: the paper's ablation (Fig. 6/7): data-controlled vs fixed state transitions on the
   Memory Horizon task, test accuracy overall and per required memory span (bins of ``span_bin``), plus the mean
   transition magnitude |a| at reset tokens vs elsewhere per layer (Fig. 5). Defaults are the CPU-sized setting
-  of the spec (L = 256, 3 resets, 2000/500 samples); ``--set seq_len=1024 steps=18900 warmup_steps=10000`` is
+  of docs/gateloop.md (L = 256, 3 resets, 2000/500 samples); ``--set seq_len=1024 steps=18900 warmup_steps=10000`` is
   the paper's full setting. Variants run in parallel processes (one thread each).
 """
 

@@ -248,7 +248,7 @@ def xlstm_bench(
     parallel_max_len: int = 4096,
     min_run_time: float = 0.5,
 ) -> dict[str, Any]:
-    """Cell level, B=1, H=heads, K=V=head_dim, ``threads`` CPU threads (spec §9 "CPU sanity ratio"): forward time of
+    """Cell level, B=1, H=heads, K=V=head_dim, ``threads`` CPU threads (a CPU sanity ratio): forward time of
     our recurrent / parallel / chunkwise ops and of mlstm_kernels' native ones (if importable), ratios in-run."""
     import torch
     from torch.utils import benchmark

@@ -64,7 +64,7 @@ def fixed_transition_init(
     r_max: float = 1.0,
     max_phase: float = 2 * math.pi,
 ):
-    """Target ``(log|a|, θ)`` of ``n`` channels for the fixed-transition inits (spec §5.2), fp64.
+    """Target ``(log|a|, θ)`` of ``n`` channels for the fixed-transition inits (S4D, arXiv:2206.11893; LRU, arXiv:2303.06349), fp64.
 
     S4D variants discretise ā by zero-order hold, a = exp(Δ·ā), Δ log-uniform in [dt_min, dt_max];
     ``s4d_inv`` uses the S4D paper's −1/2 + i(N/π)(N/(2k+1) − 1) (the GateLoop paper prints a different form).

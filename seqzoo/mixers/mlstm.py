@@ -6,9 +6,9 @@ Beck et al., "xLSTM: Extended Long Short-Term Memory", arXiv:2405.04517 (NeurIPS
     m_t = max(phi_t + m_{t-1}, i~_t);  C_t = e^{phi_t+m_{t-1}-m_t} C_{t-1} + e^{i~_t-m_t} k_t v_t^T   (n_t alike with k_t)
     h_t = q_t^T C_t / (max(|q_t^T n_t|, e^{-m_t}) + eps)
 
-The mixer is the whole layer (spec §6.1, variant "neurips"): up-projection D -> 2E, causal conv k=4 + SiLU, headwise
+The mixer is the whole layer (arXiv:2405.04517 §2.4, pre-up-projection block, variant "neurips"): up-projection D -> 2E, causal conv k=4 + SiLU, headwise
 q/k (from the conv branch) and v (from the raw branch), gates from [q; k; v], the cell, per-head LayerNorm,
-learnable skip, SiLU(z) output gate, down-projection. Variant "7b" (spec §6.4): q/k/v/o from the input, soft-capped
+learnable skip, SiLU(z) output gate, down-projection. Variant "7b" (xLSTM 7B, arXiv:2503.13427): q/k/v/o from the input, soft-capped
 gates, per-head LayerNorm, sigmoid output gate, out-projection (its SwiGLU FFN is the residual block's MLP).
 The cell ops live in ``seqzoo.ops.mlstm`` (modes "recurrent", "parallel", "chunkwise").
 """
@@ -152,7 +152,7 @@ class MLSTM(Mixer):
             self.out_proj = nn.Linear(dv, d_model, bias=False)
         self.reset_parameters()
 
-    # ------------------------------------------------------------------ init (spec §5)
+    # ------------------------------------------------------------------ init (NX-AI xlstm's NeurIPS recipe)
     @torch.no_grad()
     def reset_parameters(self) -> None:
         D, H = self.d_model, self.num_heads

@@ -98,7 +98,7 @@ def channel_norm(x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
 
 # ------------------------------------------------------------------ static kernel h0
 class ImplicitFilter(nn.Module):
-    """Hyena's implicit long filter ``h0[n, c] = FFN(PosEmb(n))[c] . exp(-t_n |delta_c|)`` (spec §4),
+    """Hyena's implicit long filter ``h0[n, c] = FFN(PosEmb(n))[c] . exp(-t_n |delta_c|)`` (Hyena, arXiv:2302.10866, §3.3),
     with the per-channel direct term ``skip`` (D_skip, N(0, 1) init)."""
 
     def __init__(self, d_model: int, l_max: int, emb_dim: int = 5, width: int = 64, n_inner: int = 2, w: float = 10.0):

@@ -146,7 +146,7 @@ class RGLRUBlock(Mixer):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Spec §3.6: branches N(0, 1/D), out N(0, κ/R), conv N(0, 0.01/k), biases 0, RG-LRU §2.3."""
+        """recurrentgemma's initialisers: branches N(0, 1/D), out N(0, κ/R), conv N(0, 0.01/k), biases 0, RG-LRU §2.3."""
         nn.init.normal_(self.linear_y.weight, std=self.d_model**-0.5)
         nn.init.normal_(self.linear_x.weight, std=self.d_model**-0.5)
         nn.init.normal_(self.linear_out.weight, std=math.sqrt(self.final_w_init_variance_scale / self.d_rnn))

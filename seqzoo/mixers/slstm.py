@@ -1,6 +1,6 @@
 """sLSTM layer: scalar memory with exponential gating and block-diagonal memory mixing (xLSTM).
 
-Beck et al., "xLSTM: Extended Long Short-Term Memory", arXiv:2405.04517 (NeurIPS 2024), spec §4 / §6.2:
+Beck et al., "xLSTM: Extended Long Short-Term Memory", arXiv:2405.04517 (NeurIPS 2024), §2.2 (cell) and §2.4 (post-up-projection block):
 
     (i~, f~, z~, o~) = W x_t + R h_{t-1} + b   (W, R block-diagonal per head);  m_t = max(i~, logsig(f~) + m_{t-1})
     c_t = e^{logsig(f~)+m_{t-1}-m_t} c_{t-1} + e^{i~-m_t} tanh(z~);  n_t alike with 1;  h_t = sigmoid(o~) c_t / n_t
@@ -42,7 +42,7 @@ class SLSTMState:
 
 
 def powerlaw_forget_bias(d: int, block_idx: int, num_blocks: int) -> torch.Tensor:
-    """Spec §5: ``5 - 12 (j/(d-1))^(0.3 + 1.3 beta)``, beta = block_idx / (num_blocks - 1) (0 for one block)."""
+    """NX-AI xlstm's power-law forget bias: ``5 - 12 (j/(d-1))^(0.3 + 1.3 beta)``, beta = block_idx / (num_blocks - 1) (0 for one block)."""
     beta = block_idx / (num_blocks - 1) if num_blocks > 1 else 0.0
     j = torch.arange(d, dtype=torch.float64)
     ratio = j / (d - 1) if d > 1 else torch.zeros(d, dtype=torch.float64)
@@ -101,7 +101,7 @@ class SLSTM(Mixer):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """NeurIPS recipe (spec §5): R = 0, W small init, power-law forget bias, other biases 0."""
+        """NeurIPS recipe (NX-AI's official xlstm package): R = 0, W small init, power-law forget bias, other biases 0."""
         bound = 1.0 / self.conv_kernel**0.5
         nn.init.uniform_(self.conv_weight, -bound, bound)
         nn.init.uniform_(self.conv_bias, -bound, bound)

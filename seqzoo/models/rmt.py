@@ -155,7 +155,7 @@ class RMT(nn.Module):
         self.d_model = D
         std = float(bb.embed_std()) if hasattr(bb, "embed_std") else 0.02
         std = std if std > 0 and math.isfinite(std) else 0.02
-        # every slot initialised independently (spec §2 "distinct slots")
+        # every slot initialised independently: identical slots would stay identical (distinct slots)
         self.memory = nn.Parameter(torch.randn(m, D) * std) if m > 0 else None
         self.slot_emb = nn.Parameter(torch.randn(m, D) * std) if (c.memory_slot_emb and m > 0) else None
         self.write_table = nn.Parameter(torch.randn(m, D) * std) if (c.write_init == "learned" and m > 0) else None
@@ -463,7 +463,7 @@ class RMT(nn.Module):
         c = self.config
         if labels is not None and c.task == "lm":
             labels = labels.long()
-            if shift_labels:  # shift once over the whole sequence, then split (spec §2)
+            if shift_labels:  # shift once over the whole sequence, then split (docs/rmt.md)
                 labels = torch.cat([labels[:, 1:], labels.new_full((B, 1), IGNORE)], dim=1)
                 if labels_mask is not None:
                     labels_mask = torch.cat([labels_mask[:, 1:], labels_mask.new_zeros(B, 1)], dim=1)
@@ -507,7 +507,7 @@ class RMT(nn.Module):
         mem0 = self._start_memory(memory, B, dtype, input_ids.device)
         mem = mem0
         # a last-segment-only loss gets no gradient from segments whose output memory is detached: run them
-        # without a graph (spec §3.7); gradients are unchanged
+        # without a graph (docs/rmt.md "Truncated BPTT"); gradients are unchanged
         shortcut = (
             c.task == "classification"
             and c.loss_segments == "last"

@@ -5,8 +5,8 @@
 loads each case's weights into a seqzoo ``Orchid`` built with the authors' conventions
 (``fft_scaling="authors"``: spectra scaled by 1/n, ``type2_layout="authors"``, causal short conv,
 centred zero-padded conditioning convs) and reports the largest gap to every stored output and
-intermediate. ``type1_padded`` (the authors' ``causal=True`` path) is not the spec's ``conv="linear"``,
-so only its conditioning intermediates are compared (spec §10).
+intermediate. ``type1_padded`` (the authors' ``causal=True`` path) is not seqzoo's ``conv="linear"``,
+so only its conditioning intermediates are compared (docs/orchid.md).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def compare_case(directory: str | Path, case: str, dtype=torch.float64) -> dict[
                 gap("inter:cond_Q_gated", m.cond.gate(Q))
         H_theta = m.adaptive_spectrum(x, z)
         gap("inter:H_theta", H_theta)
-        if m.conv == "linear":  # the authors' causal=True path is not the spec's linear conv (§10)
+        if m.conv == "linear":  # the authors' causal=True path is not seqzoo's linear conv
             return gaps
         y, _ = m(x)
         gap("output:y_fp64" if dtype == torch.float64 else "output:y", y)

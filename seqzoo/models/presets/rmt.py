@@ -19,7 +19,7 @@ RMT_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 @register_preset(
-    "rmt-tiny", "rmt", "RMT CPU encoder backbone: 2 x 64, 4 heads, MLP 256, bidirectional (spec §8)", kind="encoder"
+    "rmt-tiny", "rmt", "RMT CPU encoder backbone: 2 x 64, 4 heads, MLP 256, bidirectional (docs/rmt.md)", kind="encoder"
 )
 def rmt_tiny():
     return ModelConfig(

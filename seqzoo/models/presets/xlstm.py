@@ -1,10 +1,10 @@
-"""xLSTM presets (spec §6): NeurIPS stacks xLSTM[a:b] at the paper's sizes, the 7B-style mLSTM-only model, toys.
+"""xLSTM presets (arXiv:2405.04517 §2.4, §4; arXiv:2503.13427): NeurIPS stacks xLSTM[a:b] at the paper's sizes, the 7B-style mLSTM-only model, toys.
 
 Naming: ``xlstm71-<size>`` is xLSTM[7:1] with the paper's sLSTM placement, ``xlstm10-<size>`` is xLSTM[1:0]
 (mLSTM only), ``xlstm7b`` the simplified 7B architecture. Block types are expressed with the "residual" block:
 mLSTM layers have no MLP, sLSTM layers the GeLU-gated FFN (width ceil(1.3 D / 64) * 64), every norm a weight-only
 LayerNorm (eps 1e-5); the 7B style uses RMSNorm (eps 1e-6), SwiGLU (width 2.6667 D rounded up to 64 as xLSTMLarge does) and logits
-soft-capped at 30. ``xlstm_init_(model)`` applies the NeurIPS per-block initialisation (spec §5), which needs
+soft-capped at 30. ``xlstm_init_(model)`` applies the NeurIPS per-block initialisation (NX-AI's official xlstm package), which needs
 each block's index and therefore cannot happen inside a mixer constructor.
 """
 
@@ -20,7 +20,7 @@ from ...models.config import ModelConfig
 from . import register_preset
 
 GPT2_VOCAB_PADDED = 50304
-# paper placements (spec §6.3)
+# paper placements (arXiv:2405.04517 §4)
 SLSTM_AT_24 = [3, 20]
 SLSTM_AT_48 = [3, 5, 7, 40, 42, 44]
 
@@ -104,7 +104,7 @@ def xlstm7b_config(
     gate_soft_cap: float = 15.0,
     logit_soft_cap: float = 30.0,
 ) -> ModelConfig:
-    """Simplified 7B-style stack (spec §6.4): mLSTM layer + SwiGLU per block, RMSNorm, soft caps."""
+    """Simplified 7B-style stack (arXiv:2503.13427): mLSTM layer + SwiGLU per block, RMSNorm, soft caps."""
     return ModelConfig(
         vocab_size=vocab_size,
         d_model=d_model,
@@ -135,7 +135,7 @@ def xlstm7b_config(
 
 @torch.no_grad()
 def xlstm_init_(model) -> None:
-    """NeurIPS / 7B initialisation of a freshly built xLSTM LanguageModel (spec §5), block index aware.
+    """NeurIPS / 7B initialisation of a freshly built xLSTM LanguageModel (NX-AI xlstm / Hugging Face recipes), block index aware.
 
     Mixers re-initialise themselves with ``num_blocks`` and their ``block_idx`` (the sLSTM power-law forget
     bias depends on it); FFN up-projections get small init, FFN down-projections Wang init (7B: sqrt of the
@@ -164,7 +164,7 @@ def xlstm_init_(model) -> None:
         nn.init.normal_(head.weight, std=small)
 
 
-# --------------------------------------------------------------------------- paper sizes (spec §6.3 table)
+# --------------------------------------------------------------------------- paper sizes (arXiv:2405.04517 §4)
 _SIZES = {
     "125m": (768, 24, SLSTM_AT_24),
     "350m": (1024, 48, SLSTM_AT_48),

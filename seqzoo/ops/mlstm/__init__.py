@@ -24,7 +24,7 @@ def mlstm(
 ):
     """The mLSTM cell. ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)`` gate pre-activations,
     ``state = (C (B,H,K,V), n (B,H,K), m (B,H))`` or None. Returns ``h (B, T, H, V)`` and the final state
-    (float32, or float64 for float64 inputs). q is scaled by K^-1/2 inside (spec §2)."""
+    (float32, or float64 for float64 inputs). q is scaled by K^-1/2 inside (arXiv:2405.04517 §2.3)."""
     if impl not in IMPLS:
         raise ValueError(f"mlstm: impl must be one of {IMPLS}, got {impl!r}")
     if impl == "auto":

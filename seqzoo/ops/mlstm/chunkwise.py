@@ -1,4 +1,4 @@
-"""mLSTM chunkwise form (spec §3.3): linear in T, inter-chunk state passing, any T.
+"""mLSTM chunkwise form (TFLA, arXiv:2503.14376): linear in T, inter-chunk state passing, any T.
 
 Within chunk c (local index tau = 1..L), with b_tau = sum_{l<=tau} phi_l, g = b_L and
 a_tau = sum_{l>tau} phi_l + i_tau (a suffix sum, never g - b_tau):

@@ -60,7 +60,7 @@ def check_inputs(q, k, v, i, f, state, forget_gate: str = "sigmoid", eps: float 
 
 
 def zero_state(B: int, H: int, K: int, V: int, dtype: torch.dtype, device) -> tuple:
-    """``C_0 = 0, n_0 = 0, m_0 = 0`` (spec §2: m_0 = 0 makes exp(-m) the paper's lower bound 1)."""
+    """``C_0 = 0, n_0 = 0, m_0 = 0`` (m_0 = 0 makes exp(-m) the paper's lower bound 1)."""
     return (
         torch.zeros(B, H, K, V, dtype=dtype, device=device),
         torch.zeros(B, H, K, dtype=dtype, device=device),

@@ -12,7 +12,7 @@ from .common import check_inputs, compute_dtype, log_forget, zero_state
 
 
 def mlstm_naive_recurrent(q, k, v, i, f, state=None, eps: float = 1e-6, forget_gate: str = "sigmoid"):
-    """Loop over t of spec §3.1. Returns ``h (B, T, H, V)`` and the final ``(C, n, m)``."""
+    """Loop over t of the recurrent form (arXiv:2405.04517 §2.3). Returns ``h (B, T, H, V)`` and the final ``(C, n, m)``."""
     B, T, H, K, V = check_inputs(q, k, v, i, f, state, forget_gate, eps)
     ct = compute_dtype(q.dtype)
     C, n, m = zero_state(B, H, K, V, ct, q.device) if state is None else (s.to(ct) for s in state)
@@ -37,7 +37,7 @@ def mlstm_naive_recurrent(q, k, v, i, f, state=None, eps: float = 1e-6, forget_g
 
 
 def mlstm_naive_parallel(q, k, v, i, f, eps: float = 1e-6, forget_gate: str = "sigmoid"):
-    """Spec §3.2 from a zero state, with F_ij written as a double sum (O(T^3), tiny T only). Output only."""
+    """The parallel form (arXiv:2405.04517, appendix) from a zero state, with F_ij written as a double sum (O(T^3), tiny T only). Output only."""
     B, T, H, K, V = check_inputs(q, k, v, i, f, None, forget_gate, eps)
     ct = compute_dtype(q.dtype)
     phi = log_forget(f.to(ct), forget_gate).transpose(1, 2)  # (B, H, T)

@@ -1,4 +1,4 @@
-"""mLSTM parallel (quadratic) form, spec §3.2, with the cancellation-free ("stablef") forget matrix.
+"""mLSTM parallel (quadratic) form (arXiv:2405.04517, appendix), with the cancellation-free ("stablef") forget matrix.
 
     F_ij = sum_{l=j+1..i} phi_l (j <= i, else -inf);  D~_ij = F_ij + i_j;  m_i = max_j D~_ij
     C~ = (s Q K^T) o exp(D~ - m);  h = C~ V / (max(|rowsum C~|, exp(-m)) + eps)

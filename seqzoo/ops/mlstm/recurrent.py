@@ -1,4 +1,4 @@
-"""mLSTM recurrent form (spec §3.1): one step, and the step loop used as the ``"recurrent"`` mode.
+"""mLSTM recurrent form (arXiv:2405.04517 §2.3): one step, and the step loop used as the ``"recurrent"`` mode.
 
     m_t = max(phi_t + m_{t-1}, i_t);  f' = exp(phi_t + m_{t-1} - m_t);  i' = exp(i_t - m_t)
     C_t = f' C_{t-1} + i' k_t v_t^T;   n_t = f' n_{t-1} + i' k_t

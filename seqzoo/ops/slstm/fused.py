@@ -1,4 +1,4 @@
-"""Fast sLSTM loops on CPU (spec §4): the same recurrence as naive.py, arranged for PyTorch's per-op cost.
+"""Fast sLSTM loops on CPU (arXiv:2405.04517 §2.2): the same recurrence as naive.py, arranged for PyTorch's per-op cost.
 
 * ``slstm_fused``: head-major layout ``(H, B, 4d)`` so that the recurrent term and the input term are one
   ``baddbmm`` per step and a short pointwise update, run without autograd recording. When a gradient is needed

@@ -1,4 +1,4 @@
-"""The obvious sLSTM loop (spec §4), the reference every fast path is tested against.
+"""The obvious sLSTM loop (arXiv:2405.04517 §2.2), the reference every fast path is tested against.
 
 g = wx_t + R h_{t-1}  (block-diagonal per head and gate);  (i, f, z, o) = g
 m_t = max(i, logsigmoid(f) + m_{t-1})   (m_t = i where n_{t-1} == 0: the first step)
