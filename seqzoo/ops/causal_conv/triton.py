@@ -32,6 +32,7 @@ import triton.language as tl
 
 from ...kernels import interpreting
 from ...kernels._common import check_float, configs
+from ...kernels.prune import autotune
 from .common import check, new_state, starts_cumsum
 
 MAX_K = 16
@@ -185,7 +186,7 @@ def _dx_rows(
     return acc
 
 
-@triton.autotune(configs=_CONFIGS, key=["C", "K"])
+@autotune(configs=_CONFIGS, key=["C", "K"])
 @triton.jit
 def _conv_fwd_kernel(
     x_ptr,
@@ -205,7 +206,7 @@ def _conv_fwd_kernel(
     BT: tl.constexpr,
 ):
     pid_b = tl.program_id(0).to(tl.int64)
-    rt = tl.program_id(1) * BT + tl.arange(0, BT)
+    rt = tl.program_id(1).to(tl.int64) * BT + tl.arange(0, BT)  # 64-bit: rt * C passes 2**31 at long T
     offs_c = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
     mc = offs_c < C
     xb = pid_b * T * C
@@ -234,7 +235,7 @@ def _conv_fwd_kernel(
     tl.store(y_ptr + xb + rt[:, None] * C + offs_c[None, :], z.to(y_ptr.dtype.element_ty), mask=m2)
 
 
-@triton.autotune(configs=_CONFIGS, key=["C", "K"])
+@autotune(configs=_CONFIGS, key=["C", "K"])
 @triton.jit
 def _conv_bwd_kernel(
     dy_ptr,
@@ -270,7 +271,7 @@ def _conv_bwd_kernel(
     nb = pid_b * T
     dw = tl.zeros([KP, BLOCK_C], dtype=tl.float32)  # row s: lag s (weight column k-1-s)
     db = tl.zeros([BLOCK_C], dtype=tl.float32)
-    t_start = pid_t * TP
+    t_start = pid_t.to(tl.int64) * TP  # 64-bit: rt * C passes 2**31 at long T
     t_end = tl.minimum(t_start + TP, T)
     for t0 in range(t_start, t_end, BT):
         rt = t0 + rows

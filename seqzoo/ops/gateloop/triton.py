@@ -30,6 +30,7 @@ import triton.language as tl
 from ...errors import require
 from ...kernels import chunk_unfit
 from ...kernels._common import check_float, configs, dot_dtype, next_pow2
+from ...kernels.prune import autotune
 from .chunkwise import gateloop_chunkwise
 
 _CONFIGS = configs(
@@ -59,7 +60,7 @@ def _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, causal, K, L: tl.constexpr, BK: 
     return A
 
 
-@triton.autotune(configs=_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_CONFIGS, key=["K", "V", "L"])
 @triton.jit
 def _gla_fwd_kernel(
     q_ptr,
@@ -153,7 +154,7 @@ _DS_CONFIGS = configs(
 )
 
 
-@triton.autotune(configs=_DS_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_DS_CONFIGS, key=["K", "V", "L"])
 @triton.jit
 def _gla_bwd_dstate_kernel(
     q_ptr,
@@ -208,7 +209,7 @@ def _gla_bwd_dstate_kernel(
     tl.store(dS0_ptr + pid_bh * K * V + st, dS, mask=sm)
 
 
-@triton.autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
 @triton.jit
 def _gla_bwd_kernel(
     q_ptr,

@@ -62,6 +62,7 @@ import triton.language as tl
 from ...errors import require
 from ...kernels import chunk_unfit
 from ...kernels._common import check_float, configs, dot_dtype, interpreting, next_pow2
+from ...kernels.prune import autotune
 from .chunkwise import mlstm_chunkwise
 from .common import check_inputs, log_forget
 
@@ -112,7 +113,7 @@ def _chunk_scores(q, k, ig, phi, b, m, n, L: tl.constexpr, DOT: tl.constexpr, IE
     return P, S, w0, den, M
 
 
-@triton.autotune(configs=_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_CONFIGS, key=["K", "V", "L"])
 @triton.jit
 def _mlstm_fwd_kernel(
     q_ptr,
@@ -220,7 +221,7 @@ def _dnum_dden(den, M, delta, eps):
     return inv, dden
 
 
-@triton.autotune(configs=_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_CONFIGS, key=["K", "V", "L"])
 @triton.jit
 def _mlstm_bwd_dstate_kernel(
     q_ptr,
@@ -300,7 +301,7 @@ def _mlstm_bwd_dstate_kernel(
         tl.store(dn0_ptr + pid_bh * K + rk, dn, mask=mk)
 
 
-@triton.autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
 @triton.jit
 def _mlstm_bwd_kernel(
     q_ptr,

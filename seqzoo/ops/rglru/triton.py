@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from ...kernels._common import check_float, configs
+from ...kernels.prune import autotune
 from .gates import check_rglru_inputs, rglru_gates
 
 _FWD_CONFIGS = configs(
@@ -49,7 +50,7 @@ def _row(x, rows, i):
     return tl.sum(tl.where(rows[:, None] == i, x, 0.0), 0)
 
 
-@triton.autotune(configs=_FWD_CONFIGS, key=["R"])
+@autotune(configs=_FWD_CONFIGS, key=["R"])
 @triton.jit
 def _scan_fwd_kernel(
     a_ptr, b_ptr, h0_ptr, h_ptr, hT_ptr, T, R, HAS_H0: tl.constexpr, BLOCK_R: tl.constexpr, BT: tl.constexpr
@@ -76,7 +77,7 @@ def _scan_fwd_kernel(
     tl.store(hT_ptr + pid_b * R + offs, h, mask=mask)
 
 
-@triton.autotune(configs=_BWD_CONFIGS, key=["R"])
+@autotune(configs=_BWD_CONFIGS, key=["R"])
 @triton.jit
 def _scan_bwd_kernel(
     a_ptr,
@@ -195,7 +196,7 @@ def _rglru_gate_tile(ga, sp, c):
     return r, -c * r * sp[None, :]
 
 
-@triton.autotune(configs=_FWD_CONFIGS, key=["R"])
+@autotune(configs=_FWD_CONFIGS, key=["R"])
 @triton.jit
 def _rglru_fwd_kernel(
     x_ptr,
@@ -248,7 +249,7 @@ def _rglru_fwd_kernel(
     tl.store(hT_ptr + pid_b * R + offs, h, mask=mask)
 
 
-@triton.autotune(configs=_BWD_CONFIGS, key=["R"])
+@autotune(configs=_BWD_CONFIGS, key=["R"])
 @triton.jit
 def _rglru_bwd_kernel(
     x_ptr,

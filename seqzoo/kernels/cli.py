@@ -1,0 +1,56 @@
+"""``seqzoo kernels check``: compile every Triton kernel for NVIDIA targets on this machine (``kernels/aot.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def _list(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from . import aot
+
+    t0 = time.perf_counter()
+    rows = aot.check(
+        targets=_list(args.targets),
+        dtypes=_list(args.dtypes),
+        modes=_list(args.modes),
+        configs=args.configs,
+        workers=args.jobs,
+        cache_dir=args.cache_dir,
+    )
+    meta = {"targets": args.targets, "dtypes": args.dtypes, "modes": args.modes, "configs": args.configs}
+    s = aot.write_outputs(rows, args.out, meta)
+    print(json.dumps({k: v for k, v in s.items() if k != "launches_without_kept_config"}))
+    for x in s["launches_without_kept_config"]:
+        print(f"no spill-free config that fits: {x}")
+    print(f"wrote {args.out}/kernels_aot.md, .csv, .json in {time.perf_counter() - t0:.0f} s")
+    failed = s["errors"] or s["kept_with_spills"] or s["i32_offsets"]
+    return 1 if failed else 0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("kernels", help="Triton kernel tools (ahead-of-time compile check)")
+    sub = p.add_subparsers(dest="kernels_command", required=True)
+    c = sub.add_parser(
+        "check",
+        help="compile every Triton kernel x autotune config x dtype for NVIDIA targets (no GPU needed)",
+        description="Capture the kernel launches of the ops at the presets' sizes, compile every autotune config "
+        "for each target with triton + ptxas, and write a table of registers, spill bytes and shared memory "
+        "(kept / pruned by the autotune hook's rule). Exit 1 on a compile error, a kept config that spills or a "
+        "32-bit pointer offset from a program id and a runtime size.",
+    )
+    c.add_argument("--targets", default="sm_80,sm_90,sm_100", help="comma list (default sm_80,sm_90,sm_100)")
+    c.add_argument("--dtypes", default="float32,bfloat16,float16", help="comma list of input dtypes")
+    c.add_argument("--modes", default="train,state", help="train: forward + backward; state: forward with a state")
+    c.add_argument(
+        "--configs", choices=("all", "ends", "first"), default="all", help="every autotune config, first+last, or first"
+    )
+    c.add_argument("--jobs", type=int, default=1, help="compile processes in parallel")
+    c.add_argument("--cache-dir", default=None, help="triton cache for the compiled kernels (reruns are quick)")
+    c.add_argument("--out", default="results/kernels", help="output folder")
+    c.set_defaults(fn=cmd_check)

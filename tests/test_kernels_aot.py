@@ -1,0 +1,202 @@
+"""Ahead-of-time compile check of the Triton kernels for NVIDIA targets (seqzoo/kernels/aot.py), the autotune
+prune hook (seqzoo/kernels/prune.py) and the 64-bit index check. Compiling needs triton (no GPU)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+
+from seqzoo.errors import InputError
+from seqzoo.kernels import prune
+from seqzoo.kernels.prune import Usage, fallback_mask, keep_mask, smem_limit
+
+triton = pytest.importorskip("triton")
+
+from seqzoo.kernels import aot
+
+# ------------------------------------------------------------------------------------------ decision logic (CPU)
+
+
+def test_keep_mask_fabricated():
+    lim = 100_000
+    us = [Usage(128, 0, 50_000), Usage(255, 64, 50_000), Usage(200, 0, 100_001), None, Usage(96, 0, 100_000)]
+    assert keep_mask(us, lim) == [True, False, False, False, True]
+    # nothing spill-free: the fitting configs with the fewest spill bytes
+    us = [Usage(255, 64, 10), Usage(255, 32, 10), Usage(255, 32, 200_000), Usage(255, 32, 20)]
+    assert keep_mask(us, lim) == [False] * 4
+    assert fallback_mask(us, lim) == [False, True, False, True]
+    assert fallback_mask([Usage(1, 0, 200_000), None], lim) == [False, False]
+
+
+def test_smem_limits():
+    assert smem_limit(80) == 166912 and smem_limit(90) == 232448 and smem_limit(100) == 232448
+    assert smem_limit(89) == 101376 and smem_limit(75) == 49152
+
+
+class _Compiled:
+    def __init__(self, regs, spills, shared):
+        self.n_regs, self.n_spills, self.metadata = regs, spills, types.SimpleNamespace(shared=shared)
+
+    def _init_handles(self):
+        pass
+
+
+class _Kernel:
+    """Stands in for a JITFunction: ``warmup`` returns fabricated resources per BV."""
+
+    __name__ = "fake_kernel"
+
+    def __init__(self, table):
+        self.table, self.calls = table, []
+
+    def warmup(self, *args, grid, **kwargs):
+        self.calls.append(kwargs)
+        res = self.table[kwargs["BV"]]
+        if res is None:
+            raise RuntimeError("out of resource: shared memory")
+        return _Compiled(*res)
+
+
+def test_prune_hook_fabricated(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (8, 0))
+    hook = prune.ResourcePrune()
+    hook.kernel = _Kernel({16: (96, 0, 20_000), 32: (255, 128, 40_000), 64: (128, 0, 170_000), 128: None})
+    cfgs = [triton.Config({"BV": bv}, num_warps=4) for bv in (16, 32, 64, 128)]
+    kept = hook(cfgs, {"x": torch.zeros(2)}, L=64)
+    assert [c.kwargs["BV"] for c in kept] == [16]  # 32 spills, 64 exceeds sm_80's 163 KB, 128 does not compile
+    assert all(c["L"] == 64 for c in hook.kernel.calls)  # the launch's constexprs reach the compile
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (9, 0))
+    assert [c.kwargs["BV"] for c in hook(cfgs, {"x": torch.zeros(2)}, L=64)] == [16, 64]  # 227 KB on sm_90
+    hook.kernel = _Kernel({16: (255, 8, 300_000), 32: (255, 8, 300_000), 64: None, 128: None})
+    with pytest.raises(RuntimeError, match="no autotune config fits sm_90"):
+        hook(cfgs, {"x": torch.zeros(2)}, L=64)
+
+
+def test_hook_installed_on_every_autotuned_kernel():
+    from seqzoo.ops.causal_conv import triton as c
+    from seqzoo.ops.gateloop import triton as g
+    from seqzoo.ops.mlstm import triton as m
+    from seqzoo.ops.rglru import triton as r
+
+    tuned = [v for mod in (c, g, m, r) for v in vars(mod).values() if isinstance(v, triton.runtime.Autotuner)]
+    assert len(tuned) == 12
+    for t in tuned:
+        assert isinstance(t.early_config_prune, prune.ResourcePrune) and t.early_config_prune.kernel is t.fn
+
+
+# --------------------------------------------------------------------------------------------- index safety (IR)
+_BAD = """
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from seqzoo.kernels.aot import unsafe_offsets
+
+@triton.jit
+def k(x_ptr, y_ptr, T, H, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    r = tl.arange(0, BLOCK)
+    v = tl.load(x_ptr + pid * T * H + r)  # 32-bit: wraps past 2**31
+    tl.store(y_ptr + pid.to(tl.int64) * T * H + r, v)  # 64-bit
+    tl.store(y_ptr + pid * BLOCK + r, v)  # bounded by the grid and a tile: not a size product
+
+sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "T": "i32", "H": "i32", "BLOCK": "constexpr"}
+ck = triton.compile(ASTSource(k, sig, {"BLOCK": 16}), target=GPUTarget("cuda", 90, 32))
+print(len(unsafe_offsets(ck.asm["ttir"])), unsafe_offsets(ck.asm["ttir"])[0].split("=")[0].strip())
+"""
+
+
+def test_unsafe_offsets_finds_32bit_size_products(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    (tmp_path / "bad_kernel.py").write_text(_BAD)  # triton.jit reads the source from a file
+    out = subprocess.run([sys.executable, str(tmp_path / "bad_kernel.py")], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    n, name = out.stdout.split()
+    assert n == "1"  # the pid * T * H load, not the int64 store nor the pid * BLOCK one
+    assert name.startswith("%")
+
+
+# ---------------------------------------------------------------------------------------- compile check (CI subset)
+# gateloop K=8: the real (BK=16) and complex (2K, BK=16) calls give one compiled kernel
+SMALL = {"mlstm": [(64, 64, 64)], "gateloop": [(8, 16, 64)], "rglru": [192], "conv": [(128, 4)]}
+
+
+def test_scenarios_dedupe_sizes_with_one_compiled_kernel():
+    sizes = {"mlstm": [(384, 384, 64), (512, 512, 64), (256, 512, 64)], "rglru": [1024, 1536]}
+    scs = aot.scenarios(sizes, ["bfloat16"], ["train"])
+    assert [(s["op"], s.get("K")) for s in scs] == [
+        ("mlstm", 384),
+        ("mlstm", 256),
+        ("rglru", None),
+        ("linear_scan", None),
+    ]
+
+
+def test_check_refuses_unknown_names():
+    with pytest.raises(InputError, match="--targets"):
+        aot.check(targets=["sm_75"], sizes=SMALL)
+    with pytest.raises(InputError, match="--dtypes"):
+        aot.check(dtypes=["float64"], sizes=SMALL)
+
+
+def test_aot_ci_subset(tmp_path):
+    """Every kernel the dispatchers launch in training (forward + backward) at the smallest preset sizes, bf16, the
+    first and last autotune config, sm_90; the first config on sm_80 / sm_100 for the RG-LRU kernels. Captured from
+    the real launch code."""
+    rows = aot.check(targets=["sm_90"], dtypes=["bfloat16"], modes=["train"], sizes=SMALL, configs="ends", workers=2)
+    rows += aot.check(
+        targets=["sm_80", "sm_100"], dtypes=["float16"], modes=["train"], sizes={"rglru": [192]}, configs="first"
+    )
+    kernels = {r["kernel"] for r in rows}
+    assert kernels == {
+        "_mlstm_fwd_kernel",
+        "_mlstm_bwd_dstate_kernel",
+        "_mlstm_bwd_kernel",
+        "_gla_fwd_kernel",
+        "_gla_bwd_dstate_kernel",
+        "_gla_bwd_kernel",
+        "_rglru_fwd_kernel",
+        "_rglru_bwd_kernel",
+        "_scan_fwd_kernel",
+        "_scan_bwd_kernel",
+        "_conv_fwd_kernel",
+        "_conv_bwd_kernel",
+    }
+    s = aot.write_outputs(rows, tmp_path, {})
+    assert s["errors"] == 0, [r.get("error") for r in rows if r["status"] != "ok"]
+    assert s["kept_with_spills"] == 0 and s["i32_offsets"] == 0
+    assert {r["target"] for r in rows} == {"sm_80", "sm_90", "sm_100"}
+    for r in rows:
+        assert 0 < r["registers"] <= 255 and r["shared"] >= 0 and r["spill_bytes"] >= 0
+        assert r["kept"] == (r["shared"] <= r["smem_limit"] and r["spill_bytes"] == 0)
+    # the hook's rule on the real numbers: per launch, the fallback keeps the least-spilling fitting configs
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["kernel"], r["constexprs"], r["scenario"], r["target"]), []).append(r)
+    for grp in groups.values():
+        us = [Usage(r["registers"], r["spill_bytes"], r["shared"]) for r in grp]
+        mask = fallback_mask(us, grp[0]["smem_limit"])
+        chosen = [u.spill_bytes for u, k in zip(us, mask) if k]
+        assert chosen and max(chosen) == min(u.spill_bytes for u in us if u.shared <= grp[0]["smem_limit"])
+    assert (tmp_path / "kernels_aot.md").read_text().count("| _") == len(rows)
+    assert (tmp_path / "kernels_aot.csv").exists() and (tmp_path / "kernels_aot.json").exists()
+
+
+@pytest.mark.slow
+def test_aot_full_check(tmp_path):
+    """The full table: every kernel x autotune config x fp32/bf16/fp16 x sm_80/sm_90/sm_100 at the presets' sizes."""
+    rows = aot.check(workers=2, cache_dir=os.environ.get("SEQZOO_AOT_CACHE"))
+    s = aot.write_outputs(rows, tmp_path, {})
+    assert s["errors"] == 0 and s["kept_with_spills"] == 0 and s["i32_offsets"] == 0
+
+
+def test_cli_help():
+    from seqzoo.cli import make_parser
+
+    with pytest.raises(SystemExit) as e:
+        make_parser().parse_args(["kernels", "check", "--help"])
+    assert e.value.code == 0
