@@ -1,9 +1,11 @@
-"""The Orchid experiments end to end at toy sizes: files written, failures recorded rather than raised."""
+"""The Orchid experiments end to end at toy sizes: files written, failures recorded rather than raised, results keyed
+by their whole configuration (sweep runner)."""
 
 import json
 
 import pytest
 
+from seqzoo.errors import InputError
 from seqzoo.experiments import EXPERIMENTS
 
 
@@ -23,6 +25,55 @@ def test_orchid_ar_grid_writes_rows_and_plot(tmp_path):
     rows = json.loads((tmp_path / "results.json").read_text())
     assert all(r["status"] == "done" and 0 <= r["valid_accuracy"] <= 1 and len(r["curve"]) == 2 for r in rows)
     assert (tmp_path / "ar_curves.png").stat().st_size > 0
+    for r in rows:  # one hash-named folder per run, holding the trainer's files and the sweep's record
+        assert (tmp_path / "runs" / r["run"] / "done.json").is_file()
+        assert (tmp_path / "runs" / r["run"] / "train" / "metrics.jsonl").is_file()
+
+
+def _ar(out, **kw):
+    base = dict(vocab_sizes="10", lengths="8", models="long_conv", steps=4, eval_every=2, eval_samples=16)
+    return EXPERIMENTS["orchid-ar"].run(out, **{**base, "batch_size": 4, "d_model": 16, **kw})
+
+
+def _mtimes(out):
+    return {p.parent.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*/done.json")}
+
+
+def test_orchid_ar_rerun_trains_only_what_changed(tmp_path):
+    """Issue #14: a folder named by model/V/T/seed reused old numbers after steps or lr changed. Runs are now
+    keyed by their whole configuration: a changed setting trains a new run, an unchanged rerun trains nothing."""
+    _ar(tmp_path)
+    first = _mtimes(tmp_path)
+    rows1 = json.loads((tmp_path / "results.json").read_text())
+    _ar(tmp_path)  # unchanged: nothing trained, the same numbers
+    assert _mtimes(tmp_path) == first
+    assert json.loads((tmp_path / "results.json").read_text())[0]["valid_loss"] == rows1[0]["valid_loss"]
+    _ar(tmp_path, steps=6)  # another budget: a new run with its own numbers; the old one is kept, not reused
+    rows2 = json.loads((tmp_path / "results.json").read_text())
+    assert rows2[0]["run"] != rows1[0]["run"] and len(rows2[0]["curve"]) == 3
+    _ar(tmp_path, lr=1e-2)
+    rows3 = json.loads((tmp_path / "results.json").read_text())
+    assert rows3[0]["run"] not in (rows1[0]["run"], rows2[0]["run"])
+    assert rows3[0]["valid_loss"] != rows1[0]["valid_loss"]
+    after = _mtimes(tmp_path)
+    assert len(after) == 3 and {k: after[k] for k in first} == first
+    # collect_only reads the finished runs without training
+    _ar(tmp_path, lr=1e-2, collect_only=True)
+    assert _mtimes(tmp_path) == after
+    assert json.loads((tmp_path / "results.json").read_text())[0]["valid_loss"] == rows3[0]["valid_loss"]
+
+
+def test_orchid_ar_collect_only_reports_unfinished_runs(tmp_path):
+    _ar(tmp_path, collect_only=True)
+    (row,) = json.loads((tmp_path / "results.json").read_text())
+    assert row["status"] == "unfinished" and row["curve"] == [] and not (tmp_path / "runs" / row["run"]).exists()
+
+
+def test_orchid_experiments_refuse_unknown_options_and_models(tmp_path):
+    with pytest.raises(InputError, match="threads"):
+        _ar(tmp_path, threads=2)
+    with pytest.raises(InputError, match="models"):
+        _ar(tmp_path, models="orchid,mamba")
 
 
 def test_orchid_ar_long_records_cpu_limit_and_skips_longer(tmp_path):
@@ -82,7 +133,20 @@ def test_orchid_mlm_compares_mixers_in_the_m2_slot(tmp_path):
         filter_width=8,
     )
     assert set(summary) == {"orchid_s0", "long_conv_s0", "attention_s0"}
-    cfg = json.loads((tmp_path / "out" / "runs" / "attention_s0" / "model_config.json").read_text())
+    run = summary["attention_s0"]["run"]
+    cfg = json.loads((tmp_path / "out" / "runs" / run / "train" / "model_config.json").read_text())
     assert cfg["pattern"] == ["attention"] and cfg["readd_positions"] and (tmp_path / "out" / "mlm_curves.png").exists()
     with pytest.raises(ValueError, match="needs path="):
         EXPERIMENTS["orchid-mlm"].run(tmp_path / "none")
+
+
+def test_orchid_images_through_the_sweep(tmp_path):
+    pytest.importorskip("sklearn")
+    kw = dict(models="orchid,attention", seeds="0", steps=2, eval_every=2, batch_size=8, d_model=16, n_layers=1)
+    summary = EXPERIMENTS["orchid-images"].run(tmp_path, **kw)
+    rows = json.loads((tmp_path / "results.json").read_text())
+    assert [r["model"] for r in rows] == ["orchid", "attention"] and all(len(r["curve"]) == 1 for r in rows)
+    # attention's MLP is widened to Orchid's parameter count (within one MLP unit per block)
+    assert rows[1]["mlp_hidden"] is not None and abs(rows[1]["params"] - rows[0]["params"]) < 0.05 * rows[0]["params"]
+    assert summary["orchid"]["accuracies"] == [rows[0]["valid_accuracy"]]
+    assert all((tmp_path / "runs" / r["run"] / "done.json").is_file() for r in rows)

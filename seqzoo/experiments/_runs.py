@@ -11,7 +11,7 @@ from ..sweep import RunSpec, run_sweep, write_tables
 from ..sweep.options import as_list
 
 FN = "seqzoo.sweep.train_run:train_run"
-__all__ = ["as_ints", "as_list", "train_runs", "write_rows"]
+__all__ = ["as_ints", "as_list", "run_specs", "train_runs", "write_rows"]
 
 
 def as_ints(v: Any) -> list[int]:
@@ -42,6 +42,11 @@ def train_runs(
         )
         for labels, model in runs
     ]
+    return run_specs(out, specs, procs)
+
+
+def run_specs(out: Path, specs: list[RunSpec], procs: int = 1) -> list[dict[str, Any]]:
+    """:func:`run_sweep` under ``out``; a failed run raises (an experiment table with a hole would mislead)."""
     records = run_sweep(specs, out, procs=procs)
     bad = [r for r in records if r["status"] == "error"]
     if bad:

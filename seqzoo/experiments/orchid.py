@@ -3,23 +3,30 @@
 * ``orchid-ar``: associative recall over a grid of vocabulary sizes and lengths, Orchid vs the static
   long convolution (Hyena-style, same block without H_theta) vs attention, one row per run.
 * ``orchid-images``: 8x8 digits classification, Orchid vs static vs attention (needs scikit-learn).
+* ``orchid-mlm``: byte-level masked-LM pre-training, Orchid-BERT vs the same M2 model with another mixer.
 * ``orchid-bench``: time and peak memory of one forward+backward vs length (1K-64K), Orchid vs attention;
   attention is dropped at the first length where it times out or runs out of memory.
+* ``orchid-ar-long``: the cost of training recall at 8K-64K tokens, each run in a fresh, CPU-limited process.
 
-Each run trains with ``seqzoo.train`` (fresh samples every step, a fixed held-out set) and is skipped
-when its ``final.json`` already exists, so an interrupted grid resumes.
+The training experiments (``-ar``, ``-images``, ``-mlm``) run through the sweep runner (``seqzoo/sweep``): each
+run lives in ``<out>/runs/<hash>/``, the hash of its whole configuration (model, task, training settings, seed,
+code version), so a rerun with another ``steps`` or ``lr`` trains anew, an unchanged rerun trains nothing and a
+cut run resumes from its checkpoint. The models come from the builders below (``ar_model``, ``vision_model``,
+``mlm_model``), named in the run configuration as ``{"builder": "seqzoo.experiments.orchid:...", "args": ...}``.
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import time
 from pathlib import Path
 from typing import Any
 
+from ..sweep import RunSpec, choose
 from . import register_experiment
-from ._runs import as_ints, as_list, write_rows
+from ._runs import FN, as_ints, as_list, run_specs, write_rows
+
+MIXERS = ("orchid", "long_conv", "attention")
 
 
 def _records(run_dir: Path) -> list[dict]:
@@ -27,93 +34,67 @@ def _records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
 
 
-def _curve(run_dir: Path) -> list[tuple[int, float]]:
-    return [(r["step"], r["accuracy"]) for r in _records(run_dir) if r.get("split") == "valid"]
-
-
-def _train_once(job: dict[str, Any], task, build_model, **overrides: Any) -> dict[str, Any]:
-    """Seed, build and train a model into ``job["run_dir"]``, unless its ``final.json`` exists (an interrupted grid
-    resumes there); return the final held-out numbers and the curve. ``overrides`` are TrainConfig fields."""
-    import torch
-
-    from ..train import TrainConfig, train
-
-    run_dir = Path(job["run_dir"])
-    final = run_dir / "final.json"
-    if not final.exists():
-        torch.manual_seed(job["seed"])
-        settings = dict(
-            steps=job["steps"],
-            batch_size=job["batch_size"],
-            lr=job["lr"],
-            warmup_steps=max(1, job["steps"] // 10),
-            min_lr_ratio=0.0,
-            grad_clip=1.0,
-            eval_every=job["eval_every"],
-            eval_samples=job.get("eval_samples"),
-            out_dir=str(run_dir),
-            seed=job["seed"],
-            device="cpu",
-            precision="fp32",
-            progress=False,
-            resume=False,
-        )
-        train(build_model(), task, TrainConfig(**{**settings, **overrides}))
-    res = json.loads(final.read_text())
+def _train_settings(steps: int, batch_size: int, lr: float, eval_every: int, eval_samples: int, **overrides) -> dict:
+    """The TrainConfig fields shared by the Orchid training runs (§4 protocol: warm-up 10 %, cosine to 0, clip 1)."""
     return {
-        "params": res["params"],
-        "valid_accuracy": res["valid_accuracy"],
-        "valid_loss": res["valid_loss"],
-        "time_s": res["time_s"],
-        "curve": _curve(run_dir),
+        "steps": int(steps),
+        "batch_size": int(batch_size),
+        "lr": float(lr),
+        "warmup_steps": max(1, int(steps) // 10),
+        "min_lr_ratio": 0.0,
+        "grad_clip": 1.0,
+        "eval_every": int(eval_every),
+        "eval_samples": int(eval_samples),
+        "device": "cpu",
+        "precision": "fp32",
+        **overrides,
+    }
+
+
+def _spec(labels: dict, builder: str, args: dict, task: dict, train: dict) -> RunSpec:
+    model = {"builder": f"seqzoo.experiments.orchid:{builder}", "args": args}
+    return RunSpec(FN, {"seed": int(labels["seed"]), "model": model, "task": task, "train": train}, labels)
+
+
+def _result(record: dict) -> dict[str, Any]:
+    """The columns every Orchid table shows, from a sweep record (``curve``: [step, held-out accuracy])."""
+    m = record["metrics"]
+    return {
+        "params": m["params"],
+        "valid_accuracy": m["valid_accuracy"],
+        "valid_loss": m["valid_loss"],
+        "time_s": m["train_s"],
+        "curve": [(p[0], p[2]) for p in m["valid_curve"]],
+        "run": record["key"],
     }
 
 
 # ------------------------------------------------------------------ associative recall
-def _ar_run(job: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
+def ar_model(task, mixer: str, d_model: int, n_layers: int):
+    """The §8 recall model (``orchid_ar_config``) for ``task`` (associative_recall)."""
     from ..models import Encoder
     from ..models.presets.orchid import orchid_ar_config
-    from ..tasks import build_task
 
-    torch.set_num_threads(job["threads"])
-    run_dir = Path(job["run_dir"])
-    final = run_dir / "final.json"
-    task = build_task("associative_recall", vocab_size=job["vocab"], seq_len=job["length"])
-    row = {k: job[k] for k in ("model", "vocab", "length", "seed", "steps")}
-    row["chance"] = 1.0 / task.n_values
-    if job.get("collect_only") and not final.exists():  # an unfinished run: report its curve so far
-        curve = _curve(run_dir)
-        row.update(
-            status="unfinished",
-            params=None,
-            valid_accuracy=curve[-1][1] if curve else None,
-            valid_loss=None,
-            time_s=None,
-            curve=curve,
-            last_eval_step=curve[-1][0] if curve else 0,
-        )
-        return row
-    row["status"] = "done"
-    row.update(
-        _train_once(
-            job,
-            task,
-            lambda: Encoder(
-                orchid_ar_config(job["model"], job["vocab"], task.seq_len, job["d_model"], job["n_layers"])
-            ),
-            weight_decay=0.1,
-        )
-    )
-    return row
+    return Encoder(orchid_ar_config(mixer, task.vocab_size, task.seq_len, d_model, n_layers))
 
 
-def _run_jobs(fn, jobs: list[dict], n_procs: int) -> list[dict]:
-    if n_procs <= 1 or len(jobs) <= 1:
-        return [fn(j) for j in jobs]
-    with mp.get_context("spawn").Pool(n_procs) as pool:
-        return pool.map(fn, jobs, chunksize=1)
+def _peek(out: Path, spec: RunSpec) -> dict[str, Any]:
+    """A run's numbers without training: its ``done.json`` if finished, else the curve logged so far."""
+    run_dir = out / "runs" / spec.key()
+    done = run_dir / "done.json"
+    if done.is_file():
+        return {"status": "done", **_result({"key": spec.key(), "metrics": json.loads(done.read_text())["metrics"]})}
+    curve = [(r["step"], r["accuracy"]) for r in _records(run_dir / "train") if r.get("split") == "valid"]
+    return {
+        "status": "unfinished",
+        "params": None,
+        "valid_accuracy": curve[-1][1] if curve else None,
+        "valid_loss": None,
+        "time_s": None,
+        "curve": curve,
+        "last_eval_step": curve[-1][0] if curve else 0,
+        "run": spec.key(),
+    }
 
 
 def _plot_ar(out: Path, rows: list[dict]) -> None:
@@ -160,16 +141,17 @@ def orchid_ar(
     d_model: int = 64,
     n_layers: int = 2,
     procs: int = 1,
-    threads: int = 1,
     collect_only: bool = False,
 ) -> dict[str, Any]:
     """``collect_only=True`` trains nothing: it tabulates the finished runs and the curves of unfinished ones."""
+    from ..tasks import build_task
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     options = dict(
         vocab_sizes=as_ints(vocab_sizes),
         lengths=as_ints(lengths),
-        models=as_list(models),
+        models=choose(as_list(models), set(MIXERS), "models"),
         seeds=as_ints(seeds),
         steps=int(steps),
         batch_size=int(batch_size),
@@ -180,29 +162,32 @@ def orchid_ar(
         n_layers=int(n_layers),
     )
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-ar", **options}, indent=2) + "\n")
-    jobs = [
-        dict(
-            model=m,
-            vocab=V,
-            length=T,
-            seed=s,
-            steps=options["steps"],
-            batch_size=options["batch_size"],
-            lr=options["lr"],
-            eval_every=options["eval_every"],
-            eval_samples=options["eval_samples"],
-            d_model=options["d_model"],
-            n_layers=options["n_layers"],
-            threads=int(threads),
-            run_dir=str(out / "runs" / f"{m}_V{V}_T{T}_s{s}"),
-            collect_only=str(collect_only).lower() in ("1", "true", "yes"),
-        )
+    train = _train_settings(steps, batch_size, lr, eval_every, eval_samples, weight_decay=0.1)
+    cells = [
+        (V, T, s, m)
         for V in options["vocab_sizes"]
         for T in options["lengths"]
         for s in options["seeds"]
         for m in options["models"]
     ]
-    rows = _run_jobs(_ar_run, jobs, int(procs))
+    specs = [
+        _spec(
+            {"model": m, "vocab": V, "length": T, "seed": s},
+            "ar_model",
+            {"mixer": m, "d_model": options["d_model"], "n_layers": options["n_layers"]},
+            {"name": "associative_recall", "vocab_size": V, "seq_len": T},
+            train,
+        )
+        for V, T, s, m in cells
+    ]
+    if str(collect_only).lower() in ("1", "true", "yes"):
+        results = [_peek(out, spec) for spec in specs]
+    else:
+        results = [{"status": "done", **_result(r)} for r in run_specs(out, specs, int(procs))]
+    rows = []
+    for spec, res in zip(specs, results):
+        task = build_task(**spec.config["task"])
+        rows.append({**spec.labels, "steps": options["steps"], "chance": 1.0 / task.n_values, **res})
     write_rows(out, rows)
     _plot_ar(out, rows)
     summary = {f"{r['model']}_V{r['vocab']}_T{r['length']}_s{r['seed']}": r["valid_accuracy"] for r in rows}
@@ -227,6 +212,13 @@ def _vision_config(mixer: str, task, patch: int, d_model: int, n_layers: int, ml
     )
 
 
+def vision_model(task, mixer: str, patch: int, d_model: int, n_layers: int, mlp_hidden: int | None = None):
+    """The ViT-style classifier with ``mixer`` in every block, for an image task."""
+    from ..models.vision import VisionClassifier
+
+    return VisionClassifier(_vision_config(mixer, task, patch, d_model, n_layers, mlp_hidden))
+
+
 def matched_mlp_hidden(mixer: str, target: int, task, patch: int, d_model: int, n_layers: int) -> int | None:
     """The MLP width (a multiple of 4 blocks) that brings ``mixer``'s model closest to ``target`` parameters."""
     from ..models.vision import VisionClassifier
@@ -238,29 +230,6 @@ def matched_mlp_hidden(mixer: str, target: int, task, patch: int, d_model: int, 
     per = (count(base + 4) - count(base)) / 4  # parameters per unit of MLP width
     h = round((base + (target - count(base)) / per) / 4) * 4
     return max(4, h)
-
-
-def _image_run(job: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
-    from ..models.vision import VisionClassifier
-    from ..tasks import build_task
-
-    torch.set_num_threads(job["threads"])
-    task = build_task(job["task"])
-    row = {k: job[k] for k in ("model", "task", "patch", "seed", "steps", "mlp_hidden")}
-    row.update(
-        _train_once(
-            job,
-            task,
-            lambda: VisionClassifier(
-                _vision_config(job["model"], task, job["patch"], job["d_model"], job["n_layers"], job["mlp_hidden"])
-            ),
-            weight_decay=0.05,
-            eval_samples=task.split_size("valid"),
-        )
-    )
-    return row
 
 
 @register_experiment("orchid-images", "8x8 digits (or Fashion-MNIST) ViT: Orchid vs static long conv vs attention")
@@ -277,17 +246,15 @@ def orchid_images(
     d_model: int = 64,
     n_layers: int = 4,
     procs: int = 1,
-    threads: int = 1,
 ) -> dict[str, Any]:
+    from ..models.vision import VisionClassifier
     from ..tasks import build_task
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    models, seeds = as_list(models), as_ints(seeds)
+    models, seeds = choose(as_list(models), set(MIXERS), "models"), as_ints(seeds)
     patch, d_model, n_layers = int(patch), int(d_model), int(n_layers)
     t = build_task(task)
-    from ..models.vision import VisionClassifier
-
     target = VisionClassifier(_vision_config("orchid", t, patch, d_model, n_layers)).num_parameters()
     hidden = {
         m: (None if m == "orchid" else matched_mlp_hidden(m, target, t, patch, d_model, n_layers)) for m in models
@@ -306,26 +273,19 @@ def orchid_images(
         mlp_hidden=hidden,
     )
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-images", **options}, indent=2) + "\n")
-    jobs = [
-        dict(
-            model=m,
-            task=task,
-            patch=patch,
-            seed=s,
-            steps=int(steps),
-            batch_size=int(batch_size),
-            lr=float(lr),
-            eval_every=int(eval_every),
-            d_model=d_model,
-            n_layers=n_layers,
-            mlp_hidden=hidden[m],
-            threads=int(threads),
-            run_dir=str(out / "runs" / f"{m}_{task}_p{patch}_s{s}"),
+    train = _train_settings(steps, batch_size, lr, eval_every, t.split_size("valid"), weight_decay=0.05)
+    specs = [
+        _spec(
+            {"model": m, "task": task, "patch": patch, "seed": s, "steps": int(steps), "mlp_hidden": hidden[m]},
+            "vision_model",
+            {"mixer": m, "patch": patch, "d_model": d_model, "n_layers": n_layers, "mlp_hidden": hidden[m]},
+            {"name": task},
+            train,
         )
         for s in seeds
         for m in models
     ]
-    rows = _run_jobs(_image_run, jobs, int(procs))
+    rows = [{**r["labels"], **_result(r)} for r in run_specs(out, specs, int(procs))]
     write_rows(out, rows)
     summary: dict[str, Any] = {}
     for m in models:
@@ -713,44 +673,21 @@ def _plot_ar_long(out: Path, rows: list[dict]) -> None:
 
 
 # -------------------------------------------------------------------- masked LM (Orchid-BERT)
-def _mlm_run(job: dict[str, Any]) -> dict[str, Any]:
-    import torch
-
+def mlm_model(task, mixer: str, d_model: int, n_layers: int, filter_width: int):
+    """Orchid-BERT (M2-style) for ``task`` (mlm); another ``mixer`` takes the Orchid slot of the same model."""
     from ..models import Encoder
     from ..models.presets.orchid import orchid_bert_config
-    from ..tasks import build_task
 
-    torch.set_num_threads(job["threads"])
-    task = build_task(
-        "mlm", path=job["path"], seq_len=job["seq_len"], mask_prob=job["mask_prob"], test_path=job["test_path"]
-    )
     cfg = orchid_bert_config(
-        job["d_model"],
-        n_layers=job["n_layers"],
-        filter_width=job["filter_width"],
-        seq_len=job["seq_len"],
-        vocab_size=task.vocab_size,
+        d_model, n_layers=n_layers, filter_width=filter_width, seq_len=task.seq_len, vocab_size=task.vocab_size
     )
-    if job["model"] != "orchid":  # the same M2-BERT model with another mixer in the Orchid slot
+    if mixer != "orchid":
         kw = {
             "attention": {"n_heads": 4, "rope_fraction": 0.0},  # BERT: learned positions only
-            "long_conv": {"l_max": job["seq_len"], "filter_width": job["filter_width"]},
-        }.get(job["model"], {})
-        cfg = cfg.replace(pattern=[job["model"]], mixer_kwargs={job["model"]: kw})
-    return {
-        "model": job["model"],
-        "seed": job["seed"],
-        **_train_once(
-            job,
-            task,
-            lambda: Encoder(cfg),
-            weight_decay=0.01,
-            warmup_steps=max(1, job["steps"] // 16),
-            min_lr_ratio=0.02,
-            betas=(0.9, 0.98),
-            eps=1e-6,
-        ),
-    }
+            "long_conv": {"l_max": task.seq_len, "filter_width": filter_width},
+        }.get(mixer, {})
+        cfg = cfg.replace(pattern=[mixer], mixer_kwargs={mixer: kw})
+    return Encoder(cfg)
 
 
 @register_experiment(
@@ -774,7 +711,6 @@ def orchid_mlm(
     eval_every: int = 100,
     eval_samples: int = 512,
     procs: int = 1,
-    threads: int = 1,
 ) -> dict[str, Any]:
     """Byte-level MLM (30 % masking, M2's rate) on a local corpus: ``path`` is a text file or folder (e.g.
     ../shared/data/wikitext-2-raw). Accuracy and loss are over the masked positions of held-out windows."""
@@ -785,7 +721,7 @@ def orchid_mlm(
     options = dict(
         path=str(path),
         test_path=test_path,
-        models=as_list(models),
+        models=choose(as_list(models), set(MIXERS), "models"),
         seeds=as_ints(seeds),
         steps=int(steps),
         batch_size=int(batch_size),
@@ -799,12 +735,32 @@ def orchid_mlm(
         eval_samples=int(eval_samples),
     )
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-mlm", **options}, indent=2) + "\n")
-    jobs = [
-        {**options, "model": m, "seed": s, "threads": int(threads), "run_dir": str(out / "runs" / f"{m}_s{s}")}
+    task = {
+        "name": "mlm",
+        "path": options["path"],
+        "seq_len": options["seq_len"],
+        "mask_prob": options["mask_prob"],
+        "test_path": test_path,
+    }
+    train = _train_settings(
+        steps,
+        batch_size,
+        lr,
+        eval_every,
+        eval_samples,
+        weight_decay=0.01,
+        warmup_steps=max(1, options["steps"] // 16),
+        min_lr_ratio=0.02,
+        betas=[0.9, 0.98],
+        eps=1e-6,
+    )
+    args = {k: options[k] for k in ("d_model", "n_layers", "filter_width")}
+    specs = [
+        _spec({"model": m, "seed": s}, "mlm_model", {"mixer": m, **args}, task, train)
         for s in options["seeds"]
         for m in options["models"]
     ]
-    rows = _run_jobs(_mlm_run, jobs, int(procs))
+    rows = [{**r["labels"], **_result(r)} for r in run_specs(out, specs, int(procs))]
     write_rows(out, rows)
     _plot_curves(out / "mlm_curves.png", rows, f"byte MLM, T={options['seq_len']}", "masked-token accuracy (held out)")
     summary = {
@@ -812,6 +768,7 @@ def orchid_mlm(
             "valid_accuracy": r["valid_accuracy"],
             "valid_loss": r["valid_loss"],
             "params": r["params"],
+            "run": r["run"],
         }
         for r in rows
     }
