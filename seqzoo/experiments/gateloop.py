@@ -4,20 +4,21 @@
   Memory Horizon task, test accuracy overall and per required memory span (bins of ``span_bin``), plus the mean
   transition magnitude |a| at reset tokens vs elsewhere per layer (Fig. 5). Defaults are the CPU-sized setting
   of docs/gateloop.md (L = 256, 3 resets, 2000/500 samples); ``--set seq_len=1024 steps=18900 warmup_steps=10000`` is
-  the paper's full setting. Variants run in parallel processes (one thread each).
+  the paper's full setting. Runs go through the sweep runner (``runs/<hash of the whole configuration>``: a changed
+  setting trains anew, an unchanged rerun trains nothing); ``procs`` runs them in parallel, one thread each.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import multiprocessing as mp
-import time
 from pathlib import Path
 from typing import Any
 
 from ..plots import plot_lines
+from ..sweep import RunSpec, choose
 from . import register_experiment
+from ._runs import as_ints, as_list, run_specs
 
 VARIANTS = {  # name -> GateLoop mixer kwargs
     "data": {"transition": "data"},
@@ -26,12 +27,6 @@ VARIANTS = {  # name -> GateLoop mixer kwargs
     "fixed_s4d": {"transition": "fixed", "fixed_init": "s4d_lin"},
     "real": {"transition": "real"},
 }
-
-
-def _list(v, cast=str) -> list:
-    if isinstance(v, (list, tuple)):
-        return [cast(s) for s in v]
-    return [cast(s.strip()) for s in str(v).split(",") if s.strip()]
 
 
 def span_accuracy(correct, spans, span_bin: int):
@@ -46,51 +41,24 @@ def span_accuracy(correct, spans, span_bin: int):
     return [(i * span_bin, float(hits[i] / count[i]), int(count[i])) for i in range(n_bins) if count[i] > 0]
 
 
-def _run(job: dict[str, Any]) -> dict[str, Any]:
+def mh_model(task, variant: str):
+    """The ``gateloop-mh`` preset with the transition of ``variant`` (a key of ``VARIANTS``)."""
+    from ..models import build_model
+
+    mixer = {"transition_weight_decay": None, **VARIANTS[variant]}
+    return build_model("gateloop-mh", vocab_size=task.vocab_size, mixer_kwargs={"gateloop": mixer})
+
+
+def mh_run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Sweep run function: train as ``train_run`` does (resumable), then score the held-out "test" split
+    (``test_size`` samples, every position) overall and per required memory span, and measure the mean transition
+    magnitude |a| at reset tokens vs elsewhere per layer (paper Fig. 5). ``config["span_bin"]`` sets the bins."""
     import torch
 
-    torch.set_num_threads(job["threads"])
-    from ..models import build_model
-    from ..tasks import build_task
-    from ..train import TrainConfig, train
+    from ..sweep.train_run import fit
 
-    out = Path(job["out_dir"])
-    final = out / "final.json"
-    if final.exists():
-        return json.loads(final.read_text())
-    task = build_task(
-        "memory_horizon",
-        seq_len=job["seq_len"],
-        n_resets=job["n_resets"],
-        train_size=job["train_size"],
-        test_size=job["test_size"],
-    )
-    torch.manual_seed(job["seed"])
-    mixer = {"transition_weight_decay": None, **VARIANTS[job["variant"]]}
-    model = build_model("gateloop-mh", vocab_size=task.vocab_size, mixer_kwargs={"gateloop": mixer})
-    cfg = TrainConfig(
-        steps=job["steps"],
-        batch_size=job["batch_size"],
-        lr=job["lr"],
-        warmup_steps=job["warmup_steps"],
-        min_lr_ratio=0.0,
-        weight_decay=job["weight_decay"],
-        betas=(0.9, 0.98),
-        grad_clip=1.0,
-        eval_every=job["eval_every"],
-        eval_samples=job["eval_samples"],
-        eval_batch_size=64,
-        out_dir=str(out),
-        seed=job["seed"],
-        device=job["device"],
-        precision="fp32",
-        progress=False,
-    )
-    t0 = time.time()
-    metrics = train(model, task, cfg)
-    train_s = time.time() - t0
-    # held-out test set: test_size samples of the "test" split, all positions scored
-    x, y, spans = task.build_with_spans(task.test_size, job["seed"], "test")
+    model, task, metrics = fit(config, run_dir)
+    x, y, spans = task.build_with_spans(task.test_size, int(config["seed"]), "test")
     model.eval()
     device = next(model.parameters()).device
     correct, mags = [], {i: [0.0, 0, 0.0, 0] for i in range(len(model.blocks))}
@@ -114,19 +82,13 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
     for h in hooks:
         h.remove()
     correct = torch.cat(correct)
-    result = {
-        **{k: job[k] for k in ("variant", "seed", "seq_len", "steps", "batch_size", "lr")},
+    return {
+        **metrics,
         "test_accuracy": float(correct.double().mean()),
-        "valid_accuracy": metrics.get("valid_accuracy"),
-        "valid_loss": metrics.get("valid_loss"),
-        "train_seconds": round(train_s, 1),
-        "span_accuracy": span_accuracy(correct, spans, job["span_bin"]),
+        "span_accuracy": span_accuracy(correct, spans, int(config["span_bin"])),
         "mean_mag_at_reset": [m[0] / max(m[1], 1) for m in mags.values()],
         "mean_mag_elsewhere": [m[2] / max(m[3], 1) for m in mags.values()],
-        "params": model.num_parameters(),
     }
-    final.write_text(json.dumps(result, indent=2) + "\n")
-    return result
 
 
 def _plot(rows: list[dict], path: Path, title: str) -> None:
@@ -167,47 +129,75 @@ def memory_horizon(
     eval_every: int = 500,
     eval_samples: int = 128,
     span_bin: int = 10,
-    parallel: int = 3,
-    threads: int = 1,
+    procs: int = 1,
     device: str = "auto",
 ) -> dict[str, Any]:
+    """Runs go through the sweep runner (one folder per configuration hash under ``runs/``; ``procs`` processes)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    variants, seeds = _list(variants), _list(seeds, int)
-    for v in variants:
-        if v not in VARIANTS:
-            raise ValueError(f"unknown variant {v!r}; expected some of {sorted(VARIANTS)}")
-    settings = {
+    variants, seeds = choose(as_list(variants), set(VARIANTS), "variants"), as_ints(seeds)
+    task = {
+        "name": "memory_horizon",
         "seq_len": int(seq_len),
         "n_resets": int(n_resets),
         "train_size": int(train_size),
         "test_size": int(test_size),
+    }
+    train = {
         "steps": int(steps),
         "batch_size": int(batch_size),
         "lr": float(lr),
         "warmup_steps": int(warmup_steps),
+        "min_lr_ratio": 0.0,
         "weight_decay": float(weight_decay),
+        "betas": [0.9, 0.98],
+        "grad_clip": 1.0,
         "eval_every": int(eval_every),
         "eval_samples": int(eval_samples),
-        "span_bin": int(span_bin),
-        "threads": int(threads),
+        "eval_batch_size": 64,
         "device": device,
+        "precision": "fp32",
     }
     (out / "config.json").write_text(
         json.dumps(
-            {"variants": variants, "seeds": seeds, **settings, "model": "gateloop-mh", "parallel": int(parallel)},
-            indent=2,
+            {"variants": variants, "seeds": seeds, "task": task, "train": train, "span_bin": int(span_bin)}, indent=2
         )
         + "\n"
     )
-    jobs = [
-        {**settings, "variant": v, "seed": s, "out_dir": str(out / f"{v}-seed{s}")} for s in seeds for v in variants
+    specs = [
+        RunSpec(
+            "seqzoo.experiments.gateloop:mh_run",
+            {
+                "seed": s,
+                "model": {"builder": "seqzoo.experiments.gateloop:mh_model", "args": {"variant": v}},
+                "task": task,
+                "train": train,
+                "span_bin": int(span_bin),
+            },
+            {"variant": v, "seed": s},
+        )
+        for s in seeds
+        for v in variants
     ]
-    if int(parallel) > 1 and len(jobs) > 1:
-        with mp.get_context("spawn").Pool(min(int(parallel), len(jobs))) as pool:
-            rows = pool.map(_run, jobs)
-    else:
-        rows = [_run(j) for j in jobs]
+    rows = []
+    for r in run_specs(out, specs, int(procs)):
+        m = r["metrics"]
+        rows.append(
+            {
+                **r["labels"],
+                "seq_len": task["seq_len"],
+                **{k: train[k] for k in ("steps", "batch_size", "lr")},
+                "test_accuracy": m["test_accuracy"],
+                "valid_accuracy": m["valid_accuracy"],
+                "valid_loss": m["valid_loss"],
+                "train_seconds": m["train_s"],
+                "span_accuracy": m["span_accuracy"],
+                "mean_mag_at_reset": m["mean_mag_at_reset"],
+                "mean_mag_elsewhere": m["mean_mag_elsewhere"],
+                "params": m["params"],
+                "run": r["key"],
+            }
+        )
     (out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.writer(f)

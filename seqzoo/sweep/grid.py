@@ -6,7 +6,8 @@ seed, evaluation), ``labels`` how the run appears in tables (model, probe, setti
 
 The run key hashes ``fn``, ``config`` and the **code version**: the package version plus a SHA-256 of the Python
 sources that define the computation: the packages ``ops``, ``mixers``, ``blocks``, ``models``, ``tasks``,
-``train``, ``eval`` and the file that defines ``fn``. Plots, reports, docs and the CLI are left out (they do not
+``train``, ``eval``, the standard run ``sweep/train_run.py`` (other run functions build on it) and the file that
+defines ``fn``. Plots, reports, docs and the CLI are left out (they do not
 change a number). We chose a source hash over the git commit because a commit misses uncommitted edits (a run
 made from a modified tree would be filed under the clean commit) and is absent in an installed package; the
 cost is that any edit of a computing file, even a comment, reruns the sweep, which errs on the safe side.
@@ -34,6 +35,7 @@ def _tree_hash() -> str:
         for path in sorted((PACKAGE / sub).rglob("*.py")):
             h.update(str(path.relative_to(PACKAGE)).encode())
             h.update(path.read_bytes())
+    h.update((PACKAGE / "sweep" / "train_run.py").read_bytes())
     return h.hexdigest()
 
 

@@ -9,7 +9,12 @@
 * ``train``: ``TrainConfig`` fields (``out_dir`` / ``progress`` / ``resume`` are set here);
 * ``eval`` (optional): ``{"lengths": [...], "tokens": N, "bins": B}`` held-out loss at each evaluation length and
   the loss per position (``bins`` bins) in the longest windows: tasks with ``windows()`` (text);
+  ``{"task_lengths": [...], "samples": N}``: the task rebuilt with each ``seq_len`` (synthetic probes trained short
+  and tested longer), held-out loss and accuracy on ``N`` samples of each: ``acc_by_length`` ([L, loss, accuracy]);
   ``{"difficulty": {...}}`` is only a label.
+
+Experiments that need their own evaluation call :func:`fit` (seed, build, train or resume) from their own run
+function and evaluate the model it returns.
 
 Returned metrics: ``params``, ``params_non_emb``, ``valid_loss``, ``valid_accuracy``, ``train_loss``, ``train_s``,
 ``train_tokens``, ``tokens_per_s``, ``curve`` ([step, train loss]), ``valid_curve`` ([step, loss, accuracy]) and
@@ -89,8 +94,39 @@ def length_eval(model, task, lengths: list[int], tokens: int, bins: int, batch: 
     return {"by_length": by_length, "per_position": per_position}
 
 
+def task_length_eval(model, config: dict[str, Any], lengths: list[int], samples: int) -> list[list[float]]:
+    """[L, loss, accuracy] of ``model`` on the run's task rebuilt with ``seq_len=L`` (its valid split, the
+    run's seed): length generalisation of a synthetic probe trained at the task's own ``seq_len``."""
+    from ..eval import evaluate
+    from ..tasks import build_task
+
+    rows = []
+    for L in lengths:
+        args = {**config["task"], "seq_len": int(L)}
+        task = build_task(args.pop("name"), **args)
+        xs, ys = task.build(int(samples), int(config["seed"]), "valid")
+        m = evaluate(model, xs, ys, batch_size=32, kind=getattr(task, "kind", "lm"))
+        rows.append([int(L), m["loss"], m["accuracy"]])
+    return rows
+
+
 def train_run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """The run function of every training sweep (see the module docstring)."""
+    model, task, metrics = fit(config, run_dir)
+    ev = config.get("eval") or {}
+    if ev.get("lengths"):
+        metrics.update(
+            length_eval(model, task, list(ev["lengths"]), int(ev.get("tokens", 8192)), int(ev.get("bins", 16)))
+        )
+    if ev.get("task_lengths"):
+        metrics["acc_by_length"] = task_length_eval(
+            model, config, list(ev["task_lengths"]), int(ev.get("samples", 256))
+        )
+    return metrics
+
+
+def fit(config: dict[str, Any], run_dir: Path):
+    """Seed, build and train (resuming from ``run_dir/train``): ``(model, task, metrics)`` with the trained model."""
     from ..train import TrainConfig, train
 
     model, task = build(config)
@@ -118,9 +154,4 @@ def train_run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "curve": [[r["step"], r["loss"]] for r in recs if r.get("split") == "train"],
         "valid_curve": [[r["step"], r["loss"], r["accuracy"]] for r in recs if r.get("split") == "valid"],
     }
-    ev = config.get("eval") or {}
-    if ev.get("lengths"):
-        metrics.update(
-            length_eval(model, task, list(ev["lengths"]), int(ev.get("tokens", 8192)), int(ev.get("bins", 16)))
-        )
-    return metrics
+    return model, task, metrics
