@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..sweep import RunSpec, choose, resolve_options, run_sweep
 from . import register_experiment
 from .data import TEXT, find_data
-from .zoo_models import ZOO_MODELS, model_spec
+from .zoo_models import LM_MODELS, ZOO_MODELS, model_spec
 from .zoo_probes import SUITES, Probe
 
 FN = "seqzoo.sweep.train_run:train_run"
@@ -52,12 +52,13 @@ def build_specs(opts: dict[str, Any]) -> tuple[list[RunSpec], dict[str, Any]]:
     """The grid of the resolved options, and the settings the report shows (including skipped probes)."""
     suite = SUITES[opts["suite"]]
     models = choose([m for m in opts["models"].split(",") if m] or list(ZOO_MODELS), set(ZOO_MODELS), "models")
+    lm_models = [m for m in models if m in LM_MODELS]  # a probe without its own list runs these
     probes: list[Probe] = list(suite["probes"])
     if opts["task"]:
         task = dict(opts["task"])
         if "name" not in task:
             raise InputError("task: needs a name, e.g. task={'name': 'mqar', 'num_pairs': 2}")
-        probes = [Probe(task["name"], "custom task", task)]
+        probes = [Probe(task["name"], "custom task", task, models=tuple(models))]
     if opts["probes"]:
         names = choose(opts["probes"].split(","), {p.name for p in probes}, "probes")
         probes = [p for p in probes if p.name in names]
@@ -87,7 +88,7 @@ def build_specs(opts: dict[str, Any]) -> tuple[list[RunSpec], dict[str, Any]]:
             from ..tasks import build_task
 
             t = build_task(**task)  # refuses bad task arguments before any run starts
-            for m in p.models or models:
+            for m in p.models or lm_models:
                 if m not in models:
                     continue
                 for seed in seeds:

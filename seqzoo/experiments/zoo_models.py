@@ -8,6 +8,17 @@
 * ``hawk`` and ``griffin`` (De et al. 2024, arXiv:2402.19427 §2): RG-LRU blocks, D_RNN = 4D/3, gated GeLU MLP;
   Griffin's pattern (RG-LRU, RG-LRU, local MQA with window T/4) is cut to (RG-LRU, local MQA) below 3 layers.
 
+* ``rmt``: the Recurrent Memory Transformer (Bulatov et al., arXiv:2207.06881) around the ``attention`` stack, with
+  read/write memory tokens and segments of T/2, so a fact and its query fall into different segments (probes that
+  name it in ``Probe.models``);
+* ``orchid`` and ``attention_encoder``: bidirectional encoders (Orchid, Karami & Ghodsi, arXiv:2402.18508, §4's
+  recall model) for encoder-side probes (recall as classification); attention is their reference.
+
+Attention settings of the zoo (a zoo choice, not the presets' defaults): RoPE base ``ZOO_ROPE_BASE = 100`` for
+``attention``, ``local_attention``, RMT's backbone and Griffin's local MQA. With head dimension 16 and the usual
+base 10000 almost every rotary frequency is too slow to tell neighbouring positions apart, so the previous-token
+head that recall needs forms late and attention sits on the MQAR plateau for hundreds of steps (docs/zoo.md).
+
 A mixer class may declare ``zoo_kwargs`` / ``zoo_block_kwargs`` (its constructor / block arguments at this scale).
 """
 
@@ -20,7 +31,11 @@ from ..mixers import MIXERS
 from ..models import ModelConfig
 
 SINGLE = ("attention", "local_attention", "gateloop", "mlstm", "slstm")
-ZOO_MODELS = (*SINGLE, "xlstm", "hawk", "griffin")
+LM_MODELS = (*SINGLE, "xlstm", "hawk", "griffin")  # every probe without its own model list
+PROBE_ONLY = ("rmt", "orchid", "attention_encoder")  # only on probes that name them (Probe.models)
+ZOO_MODELS = (*LM_MODELS, *PROBE_ONLY)
+ZOO_ROPE_BASE = 100.0
+RMT_MEM_TOKENS = 4
 DESCRIPTIONS = {
     "attention": "softmax attention, RoPE (the reference)",
     "local_attention": "sliding-window attention, window T/4",
@@ -30,6 +45,9 @@ DESCRIPTIONS = {
     "xlstm": "xLSTM[7:1]: mLSTM with one sLSTM per 8 blocks (last block when fewer)",
     "hawk": "Hawk: RG-LRU blocks",
     "griffin": "Griffin: RG-LRU + local MQA (window T/4)",
+    "rmt": f"RMT: {RMT_MEM_TOKENS} read/write memory tokens around the attention stack, segments of T/2",
+    "orchid": "Orchid encoder (data-dependent global convolution), recall as classification",
+    "attention_encoder": "bidirectional attention encoder (Orchid's reference)",
 }
 
 
@@ -47,12 +65,35 @@ def single_mixer_config(mixer: str, vocab_size: int, d_model: int, n_layers: int
     )
 
 
+def rmt_model(task, d_model: int, n_layers: int, segment_size: int, num_mem_tokens: int):
+    """RMT (read/write memory, full BPTT) around the zoo's ``attention`` stack for ``task``."""
+    from ..models import LanguageModel
+    from ..models.rmt import RMT, RMTConfig
+
+    backbone = LanguageModel(
+        single_mixer_config("attention", task.vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE)
+    )
+    return RMT(backbone, RMTConfig(num_mem_tokens=num_mem_tokens, segment_size=segment_size))
+
+
 def model_spec(name: str, vocab_size: int, d_model: int, n_layers: int, seq_len: int) -> dict[str, Any]:
-    """``{"type": "lm", "config": ModelConfig dict, "init": ...}`` for zoo model ``name``."""
+    """The run-config ``model`` entry of zoo model ``name``: ``{"type": "lm", "config": ..., "init": ...}`` or a
+    ``{"builder": ..., "args": ...}`` for RMT and the encoders."""
     window = max(4, seq_len // 4)
     init = None
-    if name == "local_attention":
-        cfg = single_mixer_config(name, vocab_size, d_model, n_layers, window=window)
+    if name == "rmt":
+        args = {"d_model": d_model, "n_layers": n_layers, "segment_size": max(1, seq_len // 2)}
+        return {
+            "builder": "seqzoo.experiments.zoo_models:rmt_model",
+            "args": {**args, "num_mem_tokens": RMT_MEM_TOKENS},
+        }
+    if name in ("orchid", "attention_encoder"):
+        mixer = "orchid" if name == "orchid" else "attention"
+        args = {"mixer": mixer, "d_model": d_model, "n_layers": n_layers}
+        return {"builder": "seqzoo.experiments.orchid:ar_model", "args": args}
+    if name in ("attention", "local_attention"):
+        kw = {"window": window} if name == "local_attention" else {}
+        cfg = single_mixer_config(name, vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE, **kw)
     elif name in SINGLE or name in MIXERS:
         cfg = single_mixer_config(name, vocab_size, d_model, n_layers)
     elif name == "xlstm":
@@ -68,6 +109,12 @@ def model_spec(name: str, vocab_size: int, d_model: int, n_layers: int, seq_len:
         cfg = griffin_config(name, vocab_size, d_model, d_rnn, n_layers, 4, n_blocks=4, window=window)
         if name == "griffin" and n_layers < 3:
             cfg = cfg.replace(pattern=["rglru", "local_attention"])
+        if name == "griffin":  # its local MQA has RoPE: the zoo's base (see the module docstring)
+            kw = {
+                **cfg.mixer_kwargs,
+                "local_attention": {**cfg.mixer_kwargs["local_attention"], "rope_base": ZOO_ROPE_BASE},
+            }
+            cfg = cfg.replace(mixer_kwargs=kw)
     else:
         raise InputError(
             f"models: unknown zoo model {name!r}; expected some of {', '.join(ZOO_MODELS)} or a mixer name"

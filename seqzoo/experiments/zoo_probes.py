@@ -5,6 +5,11 @@ Probes: ``mqar`` (multi-query associative recall at growing numbers of pairs aga
 of a fixed-size state; Arora et al. 2023 "Zoology", arXiv:2312.04927; Griffin arXiv:2402.19427 §6),
 ``memory_horizon`` (GateLoop arXiv:2311.01927 App. A: forget at resets, remember between them), ``text`` (byte-level
 LM trained at T and evaluated at up to 8T with the loss per position: xLSTM arXiv:2405.04517 §4.3, Griffin §6.1).
+``parity`` / ``modular_sum`` (state tracking trained at T, scored at 2-4T: Deletang et al. arXiv:2207.02098,
+xLSTM §4.1), ``induction_heads`` / ``selective_copy`` (retrieval and copying trained at T, scored at 4T: Griffin §6),
+``rmt_mqar`` (MQAR with RMT's segments of T/2, so the pairs and the queries sit in different segments; RMT
+arXiv:2207.06881) and ``orchid_recall`` (associative recall as classification on encoders; Orchid arXiv:2402.18508
+§4). Probes trained short and scored longer rebuild the task with a larger ``seq_len`` (``eval.task_lengths``).
 New probes (tasks in ``seqzoo/tasks/``) are one more :class:`Probe` in ``SUITES``.
 """
 
@@ -38,6 +43,68 @@ MQAR_CLAIM = "recall capacity of a fixed-size state (Zoology; Griffin §6: Hawk 
 MH_CLAIM = "data-controlled forgetting: reset at markers, remember between them (GateLoop App. A, Figs. 5-7)"
 TEXT_CLAIM = "byte-level LM; loss per position past the training length (xLSTM §4.3, Griffin §6.1 extrapolation)"
 
+STATE_CLAIM = (
+    "state tracking trained short, tested longer (xLSTM §4.1: sLSTM solves parity; attention and linear RNNs fail)"
+)
+COPY_CLAIM = "retrieval and copying at 4x the training length (Griffin §6: MQA and Griffin extrapolate, Hawk degrades)"
+RMT_CLAIM = "memory tokens carry facts across segments (RMT §3-4); attention sees the whole input"
+ORCHID_CLAIM = "a data-dependent global convolution recalls like attention in an encoder (Orchid §4.1)"
+LONG_BUDGET = {"steps": 500, "batch_size": 64, "warmup_steps": 20, "eval_every": 100}  # the lead's measured settings
+
+
+def _probes(long: bool) -> list[Probe]:
+    """The probes shared by both suites beyond MQAR / Memory Horizon / text; ``long``: the full suite's versions."""
+    budget = {} if long else LONG_BUDGET
+    out = [
+        Probe(
+            "parity",
+            STATE_CLAIM,
+            {"name": "parity", "seq_len": 16},
+            train=budget,
+            eval={"task_lengths": [16, 32, 64], "samples": 256},
+        ),
+        Probe(
+            "induction_heads",
+            COPY_CLAIM,
+            {"name": "induction_heads", "vocab_size": 16, "seq_len": 32},
+            train=budget,
+            eval={"task_lengths": [32, 128], "samples": 256},
+        ),
+        Probe(
+            "rmt_mqar",
+            RMT_CLAIM,
+            {"name": "mqar", "vocab_size": 16, "num_pairs": 4, "seq_len": 32},
+            train={**budget, "steps": 800} if not long else {},
+            models=("attention", "rmt"),
+        ),
+        Probe(
+            "orchid_recall",
+            ORCHID_CLAIM,
+            {"name": "associative_recall", "vocab_size": 10, "seq_len": 32},
+            train=budget,
+            models=("attention_encoder", "orchid"),
+        ),
+    ]
+    if long:
+        out[1:1] = [
+            Probe(
+                "modular_sum",
+                STATE_CLAIM,
+                {"name": "modular_sum", "modulus": 5, "seq_len": 16},
+                eval={"task_lengths": [16, 32, 64], "samples": 512},
+            )
+        ]
+        out[3:3] = [
+            Probe(
+                "selective_copy",
+                COPY_CLAIM,
+                {"name": "selective_copy", "vocab_size": 16, "seq_len": 32, "n_tokens": 4},
+                eval={"task_lengths": [32, 128], "samples": 512},
+            )
+        ]
+    return out
+
+
 SUITES: dict[str, dict[str, Any]] = {
     "quick": {
         "seeds": [0],
@@ -69,6 +136,7 @@ SUITES: dict[str, dict[str, Any]] = {
                 eval={"lengths": [64, 128, 256, 512], "tokens": 4096, "bins": 16},
                 needs_text=True,
             ),
+            *_probes(long=False),
         ],
     },
     "full": {
@@ -101,6 +169,7 @@ SUITES: dict[str, dict[str, Any]] = {
                 eval={"lengths": [128, 256, 512, 1024], "tokens": 16384, "bins": 16},
                 needs_text=True,
             ),
+            *_probes(long=True),
         ],
     },
 }

@@ -146,6 +146,8 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
                 logx=True,
             )
             rep.figure(png, f"{name}: held-out loss vs evaluation length")
+        if p.eval and p.eval.get("task_lengths"):
+            _length_section(rep, figs, name, p, _by_model(records, probe=name))
         hardest = p.settings()[-1]
         label = "-" if hardest is None else f"{p.axis}={hardest}"
         curves = {m: mean_curve(rs, "curve") for m, rs in _by_model(records, probe=name, setting=label).items()}
@@ -170,6 +172,31 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
         "errors": len(errors),
         "out_dir": str(out),
     }
+
+
+def _length_section(rep: Report, figs: Path, name: str, p, by_model: dict[str, list[dict]]) -> None:
+    """Accuracy at each evaluation length of a probe trained at ``p.task["seq_len"]`` (the task rebuilt longer):
+    a table (mean over seeds) and a figure, like the text probe's loss vs length."""
+    lengths = list(p.eval["task_lengths"])
+    acc = {}
+    for model, recs in by_model.items():
+        pts = [[row[0], row[2]] for r in recs for row in (r.get("metrics") or {}).get("acc_by_length") or []]
+        acc[model] = mean_curve([{"metrics": {"a": pts}}], "a")
+    rows = [{"model": m, **{f"T={L}": _f(dict(zip(*acc[m])).get(L)) for L in lengths}} for m in acc if acc[m][0]]
+    rep.heading(f"{name}: accuracy at longer lengths (trained at seq_len={p.task['seq_len']})")
+    if not rows:
+        rep.text("No finished runs.")
+        return
+    rep.table(rows, list(rows[0]))
+    png = plot_series(
+        figs / f"{name}_by_length.png",
+        acc,
+        "evaluation seq_len",
+        "accuracy",
+        f"{name}: accuracy vs length; trained at {p.task['seq_len']}",
+        logx=True,
+    )
+    rep.figure(png, f"{name}: held-out accuracy at each evaluation length (mean over seeds)")
 
 
 def _f(v: Any) -> str:

@@ -7,7 +7,7 @@ seed, evaluation), ``labels`` how the run appears in tables (model, probe, setti
 The run key hashes ``fn``, ``config`` and the **code version**: the package version plus a SHA-256 of the Python
 sources that define the computation: the packages ``ops``, ``mixers``, ``blocks``, ``models``, ``tasks``,
 ``train``, ``eval``, the standard run ``sweep/train_run.py`` (other run functions build on it) and the file that
-defines ``fn``. Plots, reports, docs and the CLI are left out (they do not
+defines ``fn``; a run whose model comes from a ``builder`` function also hashes that builder's module. Plots, reports, docs and the CLI are left out (they do not
 change a number). We chose a source hash over the git commit because a commit misses uncommitted edits (a run
 made from a modified tree would be filed under the clean commit) and is absent in an installed package; the
 cost is that any edit of a computing file, even a comment, reruns the sweep, which errs on the safe side.
@@ -51,6 +51,13 @@ def code_version(fn: str = "") -> str:
     return f"{__version__}+{h.hexdigest()[:12]}"
 
 
+@functools.cache
+def _module_hash(module: str) -> str:
+    """SHA-256 (12 hex) of a module's source file: a model builder outside the computing packages."""
+    mod = importlib.import_module(module)
+    return hashlib.sha256(Path(mod.__file__).read_bytes()).hexdigest()[:12]
+
+
 def canonical(obj: Any) -> str:
     """One JSON text per configuration: sorted keys, tuples as lists, no whitespace."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=list)
@@ -63,9 +70,13 @@ class RunSpec:
     labels: dict[str, Any] = field(default_factory=dict)
 
     def key(self, code: str | None = None) -> str:
-        """12 hex digits of SHA-256 over (fn, config, code version); the run's folder name."""
+        """12 hex digits of SHA-256 over (fn, config, code version, the source of a model ``builder`` module the
+        config names); the run's folder name."""
         code = code_version(self.fn) if code is None else code
-        text = canonical({"fn": self.fn, "config": self.config, "code": code})
+        model = self.config.get("model") if isinstance(self.config, dict) else None
+        builder = model.get("builder") if isinstance(model, dict) else None
+        extra = {"builder_code": _module_hash(builder.split(":")[0])} if builder else {}
+        text = canonical({"fn": self.fn, "config": self.config, "code": code, **extra})
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -125,6 +125,18 @@ def train_run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     return metrics
 
 
+def _num_parameters(model, exclude_embeddings: bool = False) -> int:
+    """The model's own count; a wrapper without one (RMT) counts its backbone's plus its own parameters."""
+    if hasattr(model, "num_parameters"):
+        return model.num_parameters(exclude_embeddings=exclude_embeddings)
+    total = sum(p.numel() for p in model.parameters())
+    backbone = getattr(model, "backbone", None)
+    if exclude_embeddings and hasattr(backbone, "num_parameters"):
+        own = total - sum(p.numel() for p in backbone.parameters())
+        return own + backbone.num_parameters(exclude_embeddings=True)
+    return total
+
+
 def fit(config: dict[str, Any], run_dir: Path):
     """Seed, build and train (resuming from ``run_dir/train``): ``(model, task, metrics)`` with the trained model."""
     from ..train import TrainConfig, train
@@ -142,8 +154,8 @@ def fit(config: dict[str, Any], run_dir: Path):
     seq = int(getattr(task, "seq_len", 0) or 0)
     tokens = cfg.batch_size * seq * (res["step"] - start)  # tokens/s over the steps this call trained
     metrics: dict[str, Any] = {
-        "params": model.num_parameters(),
-        "params_non_emb": model.num_parameters(exclude_embeddings=True),
+        "params": _num_parameters(model),
+        "params_non_emb": _num_parameters(model, exclude_embeddings=True),
         "valid_loss": res.get("valid_loss"),
         "valid_accuracy": res.get("valid_accuracy"),
         "train_loss": res.get("train_loss"),
