@@ -5,9 +5,16 @@
 * ``rmt-curriculum``: naive training at N segments vs a curriculum 1 -> N (fixed per stage, or mixing all
   previous lengths), evaluated at 1 ... 2N segments (generalisation to more segments than trained).
 * ``rmt-resources``: the AAAI appendix Fig. 10 setting at CPU scale: peak memory and time per training /
-  validation iteration vs input length for RMT (two segment sizes) and full attention on the whole input.
+  validation iteration vs input length for RMT (two segment sizes) and full attention on the whole input
+  (a measurement, not a training sweep: every point runs in a fresh process).
 
-Each writes ``config.json``, metrics (JSONL/CSV) and a PNG plot into the output folder.
+``rmt-memory`` and ``rmt-curriculum`` train through the sweep runner (seqzoo/sweep): one folder per run under
+``runs/<hash of the whole configuration>`` (task, model, curriculum, optimiser, evaluation, seed, code version),
+so an unchanged rerun trains nothing and a changed setting trains only the runs it changes. The curriculum
+trainer keeps no checkpoint, so a run cut before its end starts again from step 0. The bAbI / noise data come from
+``data_dir=`` or ``$SEQZOO_DATA`` (a folder holding ``babi/``, ``gutenberg-nltk/``, ``gpt2-bpe/``).
+
+Each writes ``config.json``, ``results.{json,csv,md}`` and a PNG plot into the output folder.
 """
 
 from __future__ import annotations
@@ -18,17 +25,17 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
+from ..sweep import RunSpec, choose
 from . import register_experiment
+from ._runs import as_ints, as_list, run_specs, write_rows
+from .data import ENV, find_data
 
-
-def _items(v: Any, cast=str) -> list:
-    """A --set value given as "a,b", a single scalar, or a JSON list."""
-    if isinstance(v, (list, tuple)):
-        return [cast(x) for x in v]
-    return [cast(x.strip()) for x in str(v).split(",") if x.strip()]
+RUN = "seqzoo.experiments.rmt:rmt_run"
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -38,16 +45,87 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         w.writerows(rows)
 
 
-def _task(task: str, n_segments: int, segment_size: int, data_dir: str | None, head: str = "class"):
+def _data_root(data_dir: str | None) -> str:
+    """The data folder (``data_dir=`` or ``$SEQZOO_DATA``); an :class:`InputError` says how to give one."""
+    root = find_data(data_dir, "")
+    if root is None:
+        raise InputError(f"data_dir= is needed (a folder holding babi/, gutenberg-nltk/, gpt2-bpe/), or set ${ENV}")
+    return str(root.resolve())
+
+
+def _task(cfg: dict[str, Any]):
     from ..tasks.babi import BabiMemory
 
-    return BabiMemory(task, n_segments, segment_size, head=head, data_dir=data_dir)
+    return BabiMemory(**cfg)
 
 
 def _model(vocab_size: int, m: int, L: int, kind: str = "rmt-tiny", **rmt):
     from ..models.presets.rmt import build_rmt
 
     return build_rmt(kind, vocab_size=vocab_size, rmt_overrides={"num_mem_tokens": m, "segment_size": L, **rmt})
+
+
+def rmt_run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Sweep run function: build the bAbI task, seed, build the RMT (``config["model"]``), train it with
+    ``train_curriculum`` (``config["curriculum"]``, ``config["optim"]``), then score the test split at each
+    number of segments in ``config["eval"]["segments"]`` with the no-memory ceiling there."""
+    from ..sweep import seed_everything
+    from ..train.curriculum import Curriculum, OptimConfig, evaluate_segments, train_curriculum
+
+    task = _task(config["task"])
+    seed = int(config["seed"])
+    seed_everything(seed)  # before the model is built: its initialisation depends on the seed only
+    spec = config["model"]
+    extra = {"pool": spec["pool"]} if spec.get("pool") else {}
+    model = _model(task.vocab_size, spec["num_mem_tokens"], task.segment_size, kind=spec["preset"], **extra)
+    cur = Curriculum(**config["curriculum"])
+    opt = config["optim"]
+    res = train_curriculum(
+        model,
+        task,
+        cur,
+        OptimConfig(lr=opt["lr"], batch_size=opt["batch_size"], warmup_steps=opt["warmup_steps"]),
+        eval_every=int(config["eval_every"]),
+        eval_samples=int(config["valid_samples"]),
+        seed=seed,
+        out_dir=Path(run_dir) / "train",
+    )
+    ev = config["eval"]
+    by_segments = []
+    for n in ev["segments"]:
+        m = evaluate_segments(model, task, int(n), int(ev["samples"]), seed, "test")
+        t = task.with_segments(int(n))
+        ceiling = t.no_memory_ceiling(t.build_samples(int(ev["samples"]), seed, "test"))
+        by_segments.append([int(n), m["accuracy"], m["loss"], round(ceiling, 4)])
+    log = Path(run_dir) / "train" / "curriculum.jsonl"
+    recs = [json.loads(line) for line in log.read_text().splitlines() if line] if log.is_file() else []
+    return {
+        "params": sum(p.numel() for p in model.parameters()),
+        "steps": res["total_steps"],
+        "train_s": res["time_s"],
+        "stage_steps": ";".join(f"{s['stage']}:{s['steps']}" for s in res["stages"]),
+        "by_segments": by_segments,
+        "curve": [[r["global_step"], r["loss"]] for r in recs if r["split"] == "train"],
+        "valid_curve": [[r["global_step"], r["loss"], r["accuracy"]] for r in recs if r["split"] == "valid"],
+    }
+
+
+def _task_config(task: str, n_segments: int, segment_size: int, head: str, tokenizer: str, data_dir, cache_dir):
+    cfg = {
+        "task": task,
+        "n_segments": int(n_segments),
+        "segment_size": int(segment_size),
+        "head": head,
+        "tokenizer": tokenizer,
+        "data_dir": _data_root(data_dir),
+    }
+    if cache_dir:  # where tokenised noise is cached; not a setting of the computation, but harmless in the hash
+        cfg["cache_dir"] = str(cache_dir)
+    try:  # refuse a bad setting here, by name, not once per run inside the sweep
+        _task(cfg).build_samples(32, 0, "train")  # a sample that does not fit its segment is refused here
+    except (ValueError, FileNotFoundError) as e:
+        raise InputError(f"bAbI memory task: {e}") from None
+    return cfg
 
 
 @register_experiment(
@@ -63,91 +141,82 @@ def rmt_memory(
     batch_size: int = 32,
     lr: float = 1e-3,
     eval_samples: int = 500,
-    seed: int = 0,
-    threads: int = 1,
+    seeds: str = "0",
+    procs: int = 1,
     data_dir: str | None = None,
     head: str = "class",
+    tokenizer: str = "gpt2",
+    cache_dir: str | None = None,
 ) -> dict:
     """``head="class"``: encoder RMT (rmt-tiny) with a 6-way head; ``head="generate"``: causal read/write RMT
     (rmt-tiny-decoder) generating the answer, scored by exact match of the answer tokens and eos."""
-    import matplotlib
+    from ..plots import plot_lines
+    from ..train.curriculum import Curriculum
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import torch
-
-    from ..train.curriculum import (
-        Curriculum,
-        OptimConfig,
-        evaluate_segments,
-        train_curriculum,
-    )
-
-    torch.set_num_threads(int(threads))
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    head = choose([head], {"class", "generate"}, "head")[0]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     backbone = "rmt-tiny" if head == "class" else "rmt-tiny-decoder"
-    cfg = {
-        "task": task,
-        "n_segments": n_segments,
-        "segment_size": segment_size,
-        "mem_sizes": mem_sizes,
-        "steps": steps,
-        "batch_size": batch_size,
-        "lr": lr,
-        "eval_samples": eval_samples,
-        "seed": seed,
-        "backbone": backbone,
-        "head": head,
+    task_cfg = _task_config(task, n_segments, segment_size, head, tokenizer, data_dir, cache_dir)
+    base = {
+        "task": task_cfg,
+        "curriculum": asdict(Curriculum.naive(int(n_segments), int(steps))),
+        "optim": {"lr": float(lr), "batch_size": int(batch_size), "warmup_steps": min(100, int(steps) // 5)},
+        "eval_every": max(50, int(steps) // 4),
+        "valid_samples": 200,
+        "eval": {"segments": [int(n_segments)], "samples": int(eval_samples)},
     }
-    (out_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    t = _task(task, n_segments, segment_size, data_dir, head=head)
-    test_samples = t.build_samples(eval_samples, seed, "test")
-    ceiling = t.no_memory_ceiling(test_samples)
-    rows = []
-    for m in _items(mem_sizes, int):
-        torch.manual_seed(seed)
-        extra = {"pool": "cls"} if head == "class" else {}
-        model = _model(t.vocab_size, m, segment_size, kind=backbone, **extra)
-        res = train_curriculum(
-            model,
-            t,
-            Curriculum.naive(n_segments, steps),
-            OptimConfig(lr=lr, batch_size=batch_size, warmup_steps=min(100, steps // 5)),
-            eval_every=max(50, steps // 4),
-            eval_samples=200,
-            seed=seed,
-            out_dir=out_dir / f"m{m}",
+    mems, seeds = as_ints(mem_sizes), as_ints(seeds)
+    (out / "config.json").write_text(json.dumps({**base, "mem_sizes": mems, "seeds": seeds}, indent=2) + "\n")
+    specs = [
+        RunSpec(
+            RUN,
+            {
+                **base,
+                "seed": s,
+                "model": {"preset": backbone, "num_mem_tokens": m, **({"pool": "cls"} if head == "class" else {})},
+            },
+            {"num_mem_tokens": m, "seed": s},
         )
-        ev = evaluate_segments(model, t, n_segments, eval_samples, seed, "test")
+        for s in seeds
+        for m in mems
+    ]
+    rows = []
+    for r in run_specs(out, specs, int(procs)):
+        met = r["metrics"]
+        _, acc, loss, ceiling = met["by_segments"][0]
         rows.append(
             {
                 "task": task,
                 "head": head,
-                "n_segments": n_segments,
-                "segment_size": segment_size,
-                "num_mem_tokens": m,
-                "steps": res["total_steps"],
-                "test_accuracy": ev["accuracy"],
-                "test_loss": ev["loss"],
-                "no_memory_ceiling": round(ceiling, 4),
+                "n_segments": int(n_segments),
+                "segment_size": int(segment_size),
+                **r["labels"],
+                "steps": met["steps"],
+                "test_accuracy": acc,
+                "test_loss": loss,
+                "no_memory_ceiling": ceiling,
                 "chance": round(1 / 6, 4),
-                "train_time_s": res["time_s"],
-                "seed": seed,
+                "train_time_s": met["train_s"],
+                "run": r["key"],
             }
         )
-        print(json.dumps(rows[-1]), flush=True)
-    _write_csv(out_dir / "results.csv", rows)
-    fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    ax.bar([f"m={r['num_mem_tokens']}" for r in rows], [r["test_accuracy"] for r in rows], color="tab:blue")
-    ax.axhline(ceiling, color="tab:red", ls="--", label=f"no-memory ceiling {ceiling:.2f}")
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("test accuracy")
-    ax.set_title(f"RMT {task} ({backbone}), N={n_segments}, L={segment_size}")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "accuracy.png", dpi=120)
-    plt.close(fig)
+    write_rows(out, rows)
+    series = {
+        f"seed {s}": (
+            [r["num_mem_tokens"] for r in rows if r["seed"] == s],
+            [r["test_accuracy"] for r in rows if r["seed"] == s],
+        )
+        for s in seeds
+    }
+    series["no-memory ceiling"] = ([r["num_mem_tokens"] for r in rows], [r["no_memory_ceiling"] for r in rows])
+    plot_lines(
+        series,
+        out / "accuracy.png",
+        xlabel="memory tokens m",
+        ylabel="test accuracy",
+        title=f"RMT {task} ({backbone}), N={n_segments}, L={segment_size}",
+    )
     return {"results": rows}
 
 
@@ -164,101 +233,75 @@ def rmt_curriculum(
     mem: int = 4,
     total_steps: int = 800,
     methods: str = "naive,fixed,mixed",
-    eval_max: int | None = None,
+    eval_max: int = 0,
     batch_size: int = 32,
     lr: float = 1e-3,
     eval_samples: int = 300,
     seeds: str = "0",
-    threads: int = 1,
+    procs: int = 1,
     data_dir: str | None = None,
+    tokenizer: str = "gpt2",
+    cache_dir: str | None = None,
 ) -> dict:
+    """``eval_max`` = 0 evaluates at 1 ... 2 ``n_train`` segments."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import torch
 
-    from ..train.curriculum import (
-        Curriculum,
-        OptimConfig,
-        evaluate_segments,
-        train_curriculum,
-    )
+    from ..train.curriculum import Curriculum
 
-    torch.set_num_threads(int(threads))
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    eval_max = int(eval_max or 2 * n_train)
-    cfg = {
-        "task": task,
-        "n_train": n_train,
-        "segment_size": segment_size,
-        "mem": mem,
-        "total_steps": total_steps,
-        "methods": methods,
-        "eval_max": eval_max,
-        "batch_size": batch_size,
-        "lr": lr,
-        "eval_samples": eval_samples,
-        "seeds": seeds,
-        "backbone": "rmt-tiny",
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    n_train, total_steps = int(n_train), int(total_steps)
+    eval_max = int(eval_max) or 2 * n_train
+    methods = choose(as_list(methods), {"naive", "fixed", "mixed"}, "methods")
+    task_cfg = _task_config(task, n_train, segment_size, "class", tokenizer, data_dir, cache_dir)
+    base = {
+        "task": task_cfg,
+        "model": {"preset": "rmt-tiny", "num_mem_tokens": int(mem), "pool": "cls"},
+        "optim": {"lr": float(lr), "batch_size": int(batch_size), "warmup_steps": 50},
+        "eval_every": 50,
+        "valid_samples": 200,
+        "eval": {"segments": list(range(1, eval_max + 1)), "samples": int(eval_samples)},
     }
-    (out_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    t = _task(task, n_train, segment_size, data_dir)
+
+    def curriculum(method: str) -> dict[str, Any]:
+        if method == "naive":
+            return asdict(Curriculum.naive(n_train, total_steps))
+        stages = list(range(1, n_train + 1))
+        return asdict(Curriculum(stages=stages, mix_previous=method == "mixed", steps_per_stage=total_steps // n_train))
+
+    seeds = as_ints(seeds)
+    (out / "config.json").write_text(json.dumps({**base, "methods": methods, "seeds": seeds}, indent=2) + "\n")
+    specs = [
+        RunSpec(RUN, {**base, "seed": s, "curriculum": curriculum(m)}, {"method": m, "seed": s})
+        for s in seeds
+        for m in methods
+    ]
     rows = []
-    for seed in _items(seeds, int):
-        for method in _items(methods):
-            if method == "naive":
-                cur = Curriculum.naive(n_train, total_steps)
-            elif method in ("fixed", "mixed"):
-                cur = Curriculum(
-                    stages=list(range(1, n_train + 1)),
-                    mix_previous=method == "mixed",
-                    steps_per_stage=total_steps // n_train,
-                )
-            else:
-                raise ValueError(f"methods must be among naive, fixed, mixed; got {method!r}")
-            torch.manual_seed(seed)
-            model = _model(t.vocab_size, mem, segment_size, pool="cls")
-            res = train_curriculum(
-                model,
-                t,
-                cur,
-                OptimConfig(lr=lr, batch_size=batch_size, warmup_steps=50),
-                eval_every=50,
-                eval_samples=200,
-                seed=seed,
-                out_dir=out_dir / f"{method}-s{seed}",
+    for r in run_specs(out, specs, int(procs)):
+        met = r["metrics"]
+        for n_eval, acc, _, ceil in met["by_segments"]:
+            rows.append(
+                {
+                    "task": task,
+                    **r["labels"],
+                    "n_train": n_train,
+                    "n_eval": n_eval,
+                    "segment_size": int(segment_size),
+                    "num_mem_tokens": int(mem),
+                    "accuracy": acc,
+                    "no_memory_ceiling": ceil,
+                    "train_steps": met["steps"],
+                    "train_time_s": met["train_s"],
+                    "stage_steps": met["stage_steps"],
+                    "run": r["key"],
+                }
             )
-            for n_eval in range(1, eval_max + 1):
-                ev = evaluate_segments(model, t, n_eval, eval_samples, seed, "test")
-                ceil = t.with_segments(n_eval).no_memory_ceiling(
-                    t.with_segments(n_eval).build_samples(eval_samples, seed, "test")
-                )
-                rows.append(
-                    {
-                        "task": task,
-                        "method": method,
-                        "seed": seed,
-                        "n_train": n_train,
-                        "n_eval": n_eval,
-                        "segment_size": segment_size,
-                        "num_mem_tokens": mem,
-                        "accuracy": ev["accuracy"],
-                        "no_memory_ceiling": round(ceil, 4),
-                        "train_steps": res["total_steps"],
-                        "train_time_s": res["time_s"],
-                        "stage_steps": ";".join(f"{s['stage']}:{s['steps']}" for s in res["stages"]),
-                    }
-                )
-            print(
-                json.dumps({k: rows[-1][k] for k in ("method", "seed", "train_steps", "stage_steps")}),
-                [r["accuracy"] for r in rows if r["method"] == method and r["seed"] == seed],
-                flush=True,
-            )
-            _write_csv(out_dir / "results.csv", rows)
+    write_rows(out, rows)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for method in _items(methods):
+    for method in methods:
         pts = {}
         for r in rows:
             if r["method"] == method:
@@ -272,12 +315,12 @@ def rmt_curriculum(
     ax.plot(xs, [ceil_pts[x] for x in xs], ls="--", color="gray", label="no-memory ceiling")
     ax.axvline(n_train, color="k", lw=0.8, ls=":")
     ax.set_xlabel("segments at evaluation")
-    ax.set_ylabel("test accuracy")
+    ax.set_ylabel("test accuracy (mean over seeds)")
     ax.set_ylim(0, 1.05)
     ax.set_title(f"RMT {task}: trained on N={n_train}, L={segment_size}, m={mem}")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out_dir / "accuracy_vs_segments.png", dpi=120)
+    fig.savefig(out / "accuracy_vs_segments.png", dpi=120)
     plt.close(fig)
     return {"results": rows}
 
@@ -361,10 +404,10 @@ def rmt_resources(
         "iterations (weights, data, one warm-up forward)",
     }
     (out_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    methods = [("full", 0)] + [(f"rmt-L{L}", L) for L in _items(segment_sizes, int)]
+    methods = [("full", 0)] + [(f"rmt-L{L}", L) for L in as_ints(segment_sizes)]
     rows = []
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    for T in _items(lengths, int):
+    for T in as_ints(lengths):
         for name, L in methods:
             method = "full" if name == "full" else "rmt"
             args = [
