@@ -150,6 +150,19 @@ def test_unknown_option_refused_by_name():
         resolve_options(defaults, {"steps": "many"}, "exp")
 
 
+@pytest.mark.parametrize(
+    "name, bad", [("kernels-bench", "bogus"), ("griffin-decode", "stepz"), ("zoo", "mixerz"), ("xlstm-mqar", "threads")]
+)
+def test_every_experiment_refuses_unknown_options_by_name(tmp_path, name, bad):
+    """Also the ones that forward ``**options`` to a benchmark: checked against its parameters before it runs."""
+    from seqzoo.experiments import get_experiment
+
+    with pytest.raises(InputError, match=bad):
+        get_experiment(name).run(tmp_path / "out", **{bad: 1})
+    assert not (tmp_path / "out").exists()  # refused before anything ran
+    assert get_experiment("kernels").name == "kernels-bench"  # the old name is an alias
+
+
 def test_report_md_and_self_contained_html(tmp_path):
     png = plot_series(
         tmp_path / "fig.png", {"a": ([1, 2], [0.1, 0.2]), "a spread": ([1, 2], [0.0, 0.1], [0.2, 0.3])}, "x", "y"

@@ -4,7 +4,7 @@ An experiment is a function ``fn(out_dir: Path, **options) -> dict`` registered 
 ``@register_experiment(name, description)``; options come from ``--set key=value`` on the CLI. Names follow
 ``<family>-<what>`` (``gateloop-memory-horizon``, ``rmt-memory``, ...); older names stay as aliases. Options are
 strict: a key the function does not declare is refused by name with an :class:`~seqzoo.errors.InputError`
-(functions that forward ``**options`` to a benchmark validate them there). Training experiments run through the
+(functions that forward ``**options`` to a benchmark name it with ``forwards=`` and are checked against it). Training experiments run through the
 sweep runner (``seqzoo/sweep``): one folder per run, named by the hash of its whole configuration.
 Modules here are discovered automatically.
 """
@@ -33,15 +33,22 @@ EXPERIMENTS: dict[str, Experiment] = {}
 ALIASES: dict[str, str] = {}  # old name -> current name
 
 
-def _strict(fn: Callable, name: str) -> Callable:
-    """Refuse option keys ``fn`` does not declare, naming them and the known ones (no silent ``**_``)."""
+def _strict(fn: Callable, name: str, forwards: str | None = None) -> Callable:
+    """Refuse option keys ``fn`` does not declare, naming them and the known ones (no silent ``**_``). A function
+    that passes ``**options`` on to ``forwards`` (``"module:function"``, a benchmark, imported only when the
+    experiment runs) is checked against that function's parameters; one with ``**options`` and no ``forwards``
+    validates them itself (``resolve_options``)."""
     params = inspect.signature(fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+    if forwards is None and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return fn
-    known = [k for k in params if k != "out_dir"]
 
     @functools.wraps(fn)
     def run(out_dir, **options):
+        target = fn
+        if forwards is not None:
+            mod, attr = forwards.split(":")
+            target = getattr(importlib.import_module(mod), attr)
+        known = [k for k in inspect.signature(target).parameters if k != "out_dir"]
         unknown = sorted(set(options) - set(known))
         if unknown:
             raise InputError(f"experiment {name}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
@@ -50,11 +57,11 @@ def _strict(fn: Callable, name: str) -> Callable:
     return run
 
 
-def register_experiment(name: str, description: str, aliases: tuple[str, ...] = ()):
+def register_experiment(name: str, description: str, aliases: tuple[str, ...] = (), forwards: str | None = None):
     def wrap(fn):
         if name in EXPERIMENTS:
             raise ValueError(f"experiment {name!r} is already registered")
-        EXPERIMENTS[name] = Experiment(name, description, _strict(fn, name))
+        EXPERIMENTS[name] = Experiment(name, description, _strict(fn, name, forwards))
         for a in aliases:
             ALIASES[a] = name
         return fn

@@ -239,7 +239,11 @@ def griffin_text(
     return {"rows": rows}
 
 
-@register_experiment("griffin-decode", "Decode latency and state memory vs context length: Hawk, Griffin, MQA")
+@register_experiment(
+    "griffin-decode",
+    "Decode latency and state memory vs context length: Hawk, Griffin, MQA",
+    forwards="seqzoo.bench.decode:run_decode_bench",
+)
 def griffin_decode(out_dir: Path, **options: Any) -> dict[str, Any]:
     from ..bench.decode import run_decode_bench
 
