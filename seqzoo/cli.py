@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 EPILOG = """examples:
-  seqzoo zoo                                     # every causal mixer on MQAR, same budget (a few minutes on CPU)
+  seqzoo zoo                                     # every seed system on the quick probe suite: report.html
   seqzoo train --model attention-tiny --task mqar --task-arg num_pairs=4 --steps 600 --out runs/mqar
   seqzoo eval --run runs/mqar
   seqzoo generate --run runs/shakespeare --prompt "ROMEO:" --max-new-tokens 200 --temperature 0.8 --top-k 40
@@ -355,8 +355,9 @@ def make_parser() -> argparse.ArgumentParser:
         "zoo",
         help="every seed system on a suite of probes at one budget; report.md + report.html",
         description="Train every zoo model (attention, local attention, GateLoop, mLSTM, sLSTM, xLSTM, Hawk, "
-        "Griffin) on the suite's probes (MQAR at growing pairs, Memory Horizon, byte-level text with loss per "
-        "position) with the same width, depth and budget, through the sweep runner: runs are folders named by a "
+        "Griffin; RMT and Orchid on their own probes) on the suite's probes (MQAR at growing pairs, Memory "
+        "Horizon, parity and induction heads scored at longer lengths, byte-level text with loss per position) "
+        "with the same width, depth and budget, through the sweep runner: runs are folders named by a "
         "hash of their configuration under --out/runs, so a rerun retrains only what changed. Writes report.md, "
         "a self-contained report.html, summary/results tables (csv, json, md) and figures/ to --out.",
     )

@@ -119,7 +119,7 @@ def test_orchid_bench_ratios(tmp_path):
     assert (tmp_path / "bench.png").exists()
 
 
-def test_orchid_mlm_compares_mixers_in_the_m2_slot(tmp_path):
+def test_orchid_mlm_compares_mixers_in_the_m2_slot(tmp_path, monkeypatch):
     (tmp_path / "a.txt").write_text("to be or not to be, that is the question. " * 300)
     summary = EXPERIMENTS["orchid-mlm"].run(
         tmp_path / "out",
@@ -136,7 +136,8 @@ def test_orchid_mlm_compares_mixers_in_the_m2_slot(tmp_path):
     run = summary["attention_s0"]["run"]
     cfg = json.loads((tmp_path / "out" / "runs" / run / "train" / "model_config.json").read_text())
     assert cfg["pattern"] == ["attention"] and cfg["readd_positions"] and (tmp_path / "out" / "mlm_curves.png").exists()
-    with pytest.raises(ValueError, match="needs path="):
+    monkeypatch.delenv("SEQZOO_DATA", raising=False)
+    with pytest.raises(InputError, match="path= is needed"):  # no built-in machine path to fall back on
         EXPERIMENTS["orchid-mlm"].run(tmp_path / "none")
 
 

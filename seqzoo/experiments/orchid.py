@@ -22,9 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from ..sweep import RunSpec, choose
 from . import register_experiment
 from ._runs import FN, as_ints, as_list, run_specs, write_rows
+from .data import require_data
 
 MIXERS = ("orchid", "long_conv", "attention")
 
@@ -623,7 +625,7 @@ def orchid_ar_long(
         timeout=float(timeout),
     )
     if any(T < 2 or T % 2 for T in options["lengths"]):
-        raise ValueError(f"lengths must be even ints >= 2, got {options['lengths']}")
+        raise InputError(f"lengths must be even ints >= 2, got {options['lengths']}")
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-ar-long", **options}, indent=2) + "\n")
 
     def point(name: str, T: int) -> dict:
@@ -712,10 +714,9 @@ def orchid_mlm(
     eval_samples: int = 512,
     procs: int = 1,
 ) -> dict[str, Any]:
-    """Byte-level MLM (30 % masking, M2's rate) on a local corpus: ``path`` is a text file or folder (e.g.
-    ../shared/data/wikitext-2-raw). Accuracy and loss are over the masked positions of held-out windows."""
-    if not path:
-        raise ValueError("orchid-mlm needs path=: a text file or a directory of .txt/.raw files")
+    """Byte-level MLM (30 % masking, M2's rate) on a local corpus: ``path`` is a text file or folder, default
+    ``$SEQZOO_DATA/wikitext-2-raw``. Accuracy and loss are over the masked positions of held-out windows."""
+    path = str(require_data(path or None, "wikitext-2-raw", "path"))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     options = dict(
