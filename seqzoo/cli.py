@@ -372,7 +372,9 @@ def make_parser() -> argparse.ArgumentParser:
         help="text corpus for the text probe (default: $SEQZOO_DATA/tinyshakespeare/input.txt; "
         "without either the text probe is skipped)",
     )
-    s.add_argument("--procs", type=int, default=1, help="parallel processes, one thread each (default 1)")
+    s.add_argument(
+        "--procs", type=int, default=None, help="parallel processes, one thread each (default: min(2, CPU count))"
+    )
     s.add_argument("--task", help="one custom task instead of the suite's probes (see `seqzoo list tasks`)")
     s.add_argument("--task-arg", action="append", metavar="K=V", help="argument of --task (mqar when no --task)")
     s.add_argument("--d-model", type=int, help="width (default: the suite's)")

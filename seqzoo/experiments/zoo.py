@@ -9,6 +9,7 @@ skipped and the report says so.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ OPTIONS: dict[str, Any] = {
     "probes": "",  # default: every probe of the suite
     "seeds": "",  # default: the suite's seeds
     "data": "",  # text corpus for the text probe (else $SEQZOO_DATA/tinyshakespeare/input.txt, else skipped)
-    "procs": 1,
+    "procs": None,  # None: min(2, CPU count); each process runs one thread, so results do not depend on it
     "d_model": None,  # None: the suite's
     "n_layers": None,
     "steps": None,
@@ -122,7 +123,8 @@ def run_zoo(out_dir: str | Path = "results/zoo", **options: Any) -> dict[str, An
     specs, settings = build_specs(opts)
     out = Path(out_dir)
     log = print if opts["progress"] else (lambda *_: None)
-    records = run_sweep(specs, out, procs=opts["procs"], log=log)
+    procs = opts["procs"] or min(2, os.cpu_count() or 1)
+    records = run_sweep(specs, out, procs=procs, log=log)
     from .zoo_report import write_zoo_report
 
     return write_zoo_report(out, records, settings)

@@ -14,7 +14,8 @@
 * ``orchid`` and ``attention_encoder``: bidirectional encoders (Orchid, Karami & Ghodsi, arXiv:2402.18508, §4's
   recall model) for encoder-side probes (recall as classification); attention is their reference.
 
-Attention settings of the zoo (a zoo choice, not the presets' defaults): RoPE base ``ZOO_ROPE_BASE = 100`` for
+Attention settings of the zoo (a zoo choice, not the presets' defaults): ``ZOO_HEADS = 4`` heads (without it the
+mixer's default is one head of dimension 64, which stays on the recall plateau) and RoPE base ``ZOO_ROPE_BASE = 100`` for
 ``attention``, ``local_attention``, RMT's backbone and Griffin's local MQA. With head dimension 16 and the usual
 base 10000 almost every rotary frequency is too slow to tell neighbouring positions apart, so the previous-token
 head that recall needs forms late and attention sits on the MQAR plateau for hundreds of steps (docs/zoo.md).
@@ -35,6 +36,7 @@ LM_MODELS = (*SINGLE, "xlstm", "hawk", "griffin")  # every probe without its own
 PROBE_ONLY = ("rmt", "orchid", "attention_encoder")  # only on probes that name them (Probe.models)
 ZOO_MODELS = (*LM_MODELS, *PROBE_ONLY)
 ZOO_ROPE_BASE = 100.0
+ZOO_HEADS = 4  # head dimension 16 at the zoo width 64, as attention-tiny and Griffin's local MQA
 RMT_MEM_TOKENS = 4
 DESCRIPTIONS = {
     "attention": "softmax attention, RoPE (the reference)",
@@ -71,7 +73,7 @@ def rmt_model(task, d_model: int, n_layers: int, segment_size: int, num_mem_toke
     from ..models.rmt import RMT, RMTConfig
 
     backbone = LanguageModel(
-        single_mixer_config("attention", task.vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE)
+        single_mixer_config("attention", task.vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE, n_heads=ZOO_HEADS)
     )
     return RMT(backbone, RMTConfig(num_mem_tokens=num_mem_tokens, segment_size=segment_size))
 
@@ -93,7 +95,7 @@ def model_spec(name: str, vocab_size: int, d_model: int, n_layers: int, seq_len:
         return {"builder": "seqzoo.experiments.orchid:ar_model", "args": args}
     if name in ("attention", "local_attention"):
         kw = {"window": window} if name == "local_attention" else {}
-        cfg = single_mixer_config(name, vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE, **kw)
+        cfg = single_mixer_config(name, vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE, n_heads=ZOO_HEADS, **kw)
     elif name in SINGLE or name in MIXERS:
         cfg = single_mixer_config(name, vocab_size, d_model, n_layers)
     elif name == "xlstm":
