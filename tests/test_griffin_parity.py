@@ -112,6 +112,10 @@ def test_griffin_model(fx, case):
     alone = model(ids[1:2, 20:], segment_pos=sp[1:2, 20:])
     close(alone.logits, f["output"]["logits_doc2_alone"])
     close(out.logits[1:2, 20:], alone.logits)
+    # a fresh stream without segment_pos starts a document at t = 0, as the official block does
+    assert torch.equal(sp[0], torch.arange(ids.shape[1]))
+    close(model(ids[0:1]).logits, f["output"]["logits"][0:1])
+    close(model(ids[1:2, 20:]).logits, f["output"]["logits_doc2_alone"])
     # prefill then 1-token decoding with the caches
     pre = model(ids[:, :29], segment_pos=sp[:, :29])
     close(pre.logits, f["output"]["logits_prefill"])

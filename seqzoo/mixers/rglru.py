@@ -184,7 +184,15 @@ class RGLRUBlock(Mixer):
         u, conv_state = causal_conv1d(
             u, self.conv.weight.t(), self.conv.bias, None if state is None else state.conv, segment_pos=segment_pos
         )
-        reset = None if segment_pos is None else segment_pos == 0  # (B, T)
+        if segment_pos is not None:
+            reset = segment_pos == 0  # (B, T)
+        elif state is None:
+            # a fresh stream starts a document at t = 0 (DeepMind's recurrentgemma block does the same: a = 0 and no
+            # sqrt(1 - a^2) scaling there); a carried state continues the document it holds
+            reset = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
+            reset[:, 0] = True
+        else:
+            reset = None
         u, h = self.rglru(u, reset, None if state is None else state.h, mode)
         out = self.linear_out(u * y)
         return out, RGLRUState(conv=conv_state, h=h)
