@@ -72,18 +72,18 @@ def build_specs(opts: dict[str, Any]) -> tuple[list[RunSpec], dict[str, Any]]:
     d_model = opts["d_model"] or suite["d_model"]
     n_layers = opts["n_layers"] or suite["n_layers"]
     budget = dict(suite["train"])
-    for k, cast in (("steps", int), ("batch_size", int), ("lr", float), ("device", str)):
-        if opts[k] is not None:
-            budget[k] = cast(opts[k])
-    if budget["eval_every"] >= budget["steps"]:
-        budget["eval_every"] = 0
+    # options given on the command line win over the suite's and every probe's own budget
+    casts = (("steps", int), ("batch_size", int), ("lr", float), ("device", str))
+    overrides = {k: cast(opts[k]) for k, cast in casts if opts[k] is not None}
     text = find_data(opts["data"] or None, TEXT)
     specs, skipped, probe_info = [], [], []
     for p in probes:
         if p.needs_text and text is None:
             skipped.append(f"{p.name}: no text corpus (pass data=PATH or set $SEQZOO_DATA)")
             continue
-        train = {**budget, **p.train}
+        train = {**budget, **p.train, **overrides}
+        if train["eval_every"] >= train["steps"]:
+            train["eval_every"] = 0
         for value in p.settings():
             task = {**p.task_args(value), **({"path": str(text)} if p.needs_text else {})}
             from ..tasks import build_task
