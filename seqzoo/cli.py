@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .errors import InputError
+
 EPILOG = """examples:
   seqzoo zoo                                     # every seed system on the quick probe suite: report.html
   seqzoo train --model attention-tiny --task mqar --task-arg num_pairs=4 --steps 600 --out runs/mqar
@@ -95,7 +97,9 @@ def build_run_spec(args) -> dict[str, Any]:
 
 def cmd_train(args) -> int:
     from .train import train
+    from .train.checkpoint import CHECKPOINT_NAME
     from .train.distributed import world
+    from .train.loop import check_resume
     from .train.spec import RunSpec
 
     spec = build_run_spec(args)
@@ -108,6 +112,8 @@ def cmd_train(args) -> int:
             f"params={model.num_parameters():,} | task: {task.describe()} | out: {cfg.out_dir}",
             flush=True,
         )
+        if cfg.resume and (Path(cfg.out_dir) / CHECKPOINT_NAME).exists():
+            check_resume(Path(cfg.out_dir), cfg, task, model)  # refuse another run's folder before writing to it
         Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
         (Path(cfg.out_dir) / "run.json").write_text(json.dumps(spec, indent=2, default=str) + "\n")
     result = train(model, task, cfg)
@@ -121,7 +127,7 @@ def _load_run(run: str | None, model_dir: str | None):
     from .models.base import SeqzooModel
 
     if run is None and model_dir is None:
-        raise SystemExit("pass --run DIR (a training output folder) or --model-dir DIR (a save_pretrained folder)")
+        raise InputError("pass --run DIR (a training output folder) or --model-dir DIR (a save_pretrained folder)")
     mdir = Path(model_dir) if model_dir else Path(run) / "model"
     model = SeqzooModel.from_pretrained(mdir)
     task_spec = None
@@ -133,6 +139,9 @@ def _load_run(run: str | None, model_dir: str | None):
 
 
 def cmd_eval(args) -> int:
+    for flag, value in (("--samples", args.samples), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise InputError(f"{flag} must be >= 1, got {value}")
     from .eval import evaluate
     from .tasks import build_task
 
@@ -140,7 +149,7 @@ def cmd_eval(args) -> int:
     if args.task:
         task_spec = {"name": args.task}
     if task_spec is None:
-        raise SystemExit("no task.json beside the model: pass --task NAME (and --task-arg k=v)")
+        raise InputError("no task.json beside the model: pass --task NAME (and --task-arg k=v)")
     task_spec = {**task_spec, **_kv(args.task_arg, "--task-arg")}
     name = task_spec.pop("name")
     task_spec.pop("train_size", None) if name != "mqar" else None
@@ -158,6 +167,13 @@ def cmd_eval(args) -> int:
 
 # ----------------------------------------------------------------------- generate
 def cmd_generate(args) -> int:
+    from .models.sampling import check_sampling
+
+    check_sampling(args.temperature, args.top_k, args.top_p)
+    if args.temperature == 0 and (args.top_k is not None or args.top_p is not None):
+        raise InputError("--top-k / --top-p only apply when sampling: pass --temperature > 0 with them")
+    if args.max_new_tokens < 1:
+        raise InputError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     import torch
 
     from .tasks.tokenizers import make_tokenizer
@@ -167,13 +183,13 @@ def cmd_generate(args) -> int:
     if args.ids is None:
         spec = task_spec or {}
         if spec.get("name") != "text" and args.tokenizer is None:
-            raise SystemExit("this model was not trained on text: pass --ids 1,2,3 or --tokenizer byte|gpt2")
+            raise InputError("this model was not trained on text: pass --ids 1,2,3 or --tokenizer byte|gpt2")
         tok = make_tokenizer(args.tokenizer or spec.get("tokenizer", "byte"), args.bpe_dir or spec.get("bpe_dir"))
         ids = tok.encode(args.prompt)
     else:
         ids = [int(i) for i in args.ids.split(",") if i.strip()]
     if not ids:
-        raise SystemExit("the prompt is empty: pass --prompt TEXT or --ids 1,2,3")
+        raise InputError("the prompt is empty: pass --prompt TEXT or --ids 1,2,3")
     g = torch.Generator().manual_seed(args.seed)
     out = model.generate(
         torch.tensor([ids]),
@@ -322,7 +338,14 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="output folder (default runs/latest)")
     s.add_argument("--set", action="append", metavar="SECTION.KEY=V", help="any override, e.g. train.grad_clip=0.5")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
-    s.add_argument("--no-resume", action="store_true", help="start fresh even if OUT/checkpoint.pt exists")
+    s.add_argument(
+        "--no-resume",
+        "--overwrite",
+        dest="no_resume",
+        action="store_true",
+        help="start fresh even if OUT/checkpoint.pt exists (its files are replaced); without it a run resumes only "
+        "when the folder holds the same model, task and training settings",
+    )
     s.set_defaults(fn=cmd_train)
 
     s = sub.add_parser("eval", help="evaluate a trained model (loss and accuracy on held-out samples)")
@@ -457,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (ValueError, FileNotFoundError, TypeError) as e:
+    except InputError as e:  # refused input: one line, exit 2; any other exception is a bug and keeps its traceback
         print(f"seqzoo {args.command}: error: {e}", file=sys.stderr)
         return 2
 

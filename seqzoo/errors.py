@@ -10,8 +10,16 @@ and keeps its traceback.
 from __future__ import annotations
 
 
-class InputError(ValueError):
-    """Bad input refused by seqzoo's validation; the message names the argument and what it expects."""
+class InputError(ValueError, TypeError):
+    """Bad input refused by seqzoo's validation; the message names the argument and what it expects.
+
+    A ``ValueError`` (the mixer contract) and a ``TypeError`` (a wrong-typed argument is bad input too), so callers
+    that catch either keep working.
+    """
+
+
+class MissingFileError(InputError, FileNotFoundError):
+    """A file or folder the user named does not exist (or lacks what it must hold)."""
 
 
 def require(condition: bool, message: str) -> None:

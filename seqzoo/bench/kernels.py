@@ -32,6 +32,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..errors import InputError
+
 OPS = ("mlstm", "gla", "attention", "scan", "rglru", "conv")
 # attainable limits, FLOP/s and bytes/s: dense bf16 GEMM ≈ 80 % of the 989 TFLOP/s datasheet peak, HBM copy ≈ 90 %
 # of the 3.35 / 4.8 TB/s datasheet bandwidth (NVIDIA H100 / H200 datasheets); not measured by seqzoo
@@ -293,21 +295,21 @@ def run_kernel_bench(
     """
     bad = [op for op in ops if op not in OPS]
     if bad:
-        raise ValueError(f"unknown ops {bad}; choose from {OPS}")
+        raise InputError(f"unknown ops {bad}; choose from {OPS}")
     if smoke:
         from ..kernels import interpreting
 
         if not interpreting():
-            raise ValueError("smoke=True needs TRITON_INTERPRET=1 (it runs the GPU path on CPU)")
+            raise InputError("smoke=True needs TRITON_INTERPRET=1 (it runs the GPU path on CPU)")
         device = "cpu"
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     cuda = device.startswith("cuda") or smoke  # "GPU mode": Triton contenders + roofline columns
     if threads and not cuda:
         torch.set_num_threads(threads)
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("device='cuda' requested but CUDA is not available")
+        raise InputError("device='cuda' requested but CUDA is not available")
     if gpu not in HBM_BW:
-        raise ValueError(f"gpu must be one of {sorted(HBM_BW)}, got {gpu!r}")
+        raise InputError(f"gpu must be one of {sorted(HBM_BW)}, got {gpu!r}")
     dt = getattr(torch, dtype or ("bfloat16" if cuda else "float32"))
     s = torch.finfo(dt).bits // 8
     if smoke:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from ..errors import InputError
 from ..mixers import MIXERS
 from .measure import measure_point
 from .table import markdown_table
@@ -62,9 +63,14 @@ def run_mixer_bench(
     """Measure every (mixer, mode, length); ``modes`` is "default", "all" or a list of mode names."""
     for name in mixers + ([baseline] if baseline else []):
         if name not in MIXERS:
-            raise ValueError(f"unknown mixer {name!r}; registered mixers: {sorted(MIXERS)}")
+            raise InputError(f"unknown mixer {name!r}; registered mixers: {sorted(MIXERS)}")
     if not lengths or any(int(t) <= 0 for t in lengths):
-        raise ValueError(f"lengths must be positive ints, got {lengths}")
+        raise InputError(f"lengths must be positive ints, got {lengths}")
+    if modes not in ("default", "all"):
+        known = {m for name in mixers for m in MIXERS[name].modes}
+        unknown = [m for m in modes if m not in known]
+        if unknown:
+            raise InputError(f"--modes: unknown mode(s) {unknown} for mixers {mixers} (their modes: {sorted(known)})")
     mixer_kwargs = mixer_kwargs or {}
     points: list[tuple[str, str | None]] = []
     if baseline and not (baseline in mixers and modes == "default"):
@@ -78,7 +84,7 @@ def run_mixer_bench(
         else:
             chosen = [m for m in modes if m in cls.modes]
             if not chosen:
-                raise ValueError(f"none of the modes {modes} belongs to {name} (modes: {cls.modes})")
+                raise InputError(f"none of the modes {modes} belongs to {name} (modes: {cls.modes})")
         points += [(name, m) for m in chosen]
     rows = []
     todo = [(n, m, T) for T in lengths for n, m in points]

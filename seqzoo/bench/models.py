@@ -45,6 +45,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from ..errors import InputError
 from .table import markdown_table
 
 FAMILIES: dict[str, str] = {
@@ -105,14 +106,14 @@ def family_config(family: str, size: str = "small", **shape: int):
 
     check_family(family)
     if size not in SHAPES:
-        raise ValueError(f"size: unknown size {size!r}; choose one of {list(SHAPES)}")
+        raise InputError(f"size: unknown size {size!r}; choose one of {list(SHAPES)}")
     unknown = set(shape) - set(SHAPES[size])
     if unknown:
-        raise ValueError(f"unknown shape override(s) {sorted(unknown)}; known: {sorted(SHAPES[size])}")
+        raise InputError(f"unknown shape override(s) {sorted(unknown)}; known: {sorted(SHAPES[size])}")
     s = {**SHAPES[size], **{k: int(v) for k, v in shape.items()}}
     for k, v in s.items():
         if v <= 0:
-            raise ValueError(f"{k} must be a positive int, got {v}")
+            raise InputError(f"{k} must be a positive int, got {v}")
     D, L, V, W = s["d_model"], s["n_layers"], s["vocab_size"], s["window"]
     if family == "transformer":
         hd = 64 if D >= 256 else 16
@@ -156,7 +157,7 @@ def count_params(config) -> int:
 
 def check_family(family: str) -> None:
     if family not in FAMILIES:
-        raise ValueError(f"families: unknown family {family!r}; known families: {list(FAMILIES)}")
+        raise InputError(f"families: unknown family {family!r}; known families: {list(FAMILIES)}")
 
 
 def _check_lengths(values: Iterable[Any], name: str) -> list[int]:
@@ -165,12 +166,12 @@ def _check_lengths(values: Iterable[Any], name: str) -> list[int]:
         try:
             n = int(v)
         except (TypeError, ValueError):
-            raise ValueError(f"{name}: expected positive integers, got {v!r}") from None
+            raise InputError(f"{name}: expected positive integers, got {v!r}") from None
         if n <= 0 or n != float(v):
-            raise ValueError(f"{name}: must be positive integers, got {v!r}")
+            raise InputError(f"{name}: must be positive integers, got {v!r}")
         out.append(n)
     if not out:
-        raise ValueError(f"{name}: give at least one length")
+        raise InputError(f"{name}: give at least one length")
     return out
 
 
@@ -371,11 +372,11 @@ def run_model_bench(
         fams = [BASELINE, *fams]
     fams = list(dict.fromkeys(fams))
     if not isinstance(device, str) or not (device == "cpu" or device.startswith("cuda")):
-        raise ValueError(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
+        raise InputError(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
     cuda = device.startswith("cuda")
     size = size or ("125m" if cuda else "small")
     if size not in SIZES:
-        raise ValueError(f"size: unknown size {size!r}; choose one of {list(SIZES)}")
+        raise InputError(f"size: unknown size {size!r}; choose one of {list(SIZES)}")
     d = DEFAULTS[size]
     Ts = _check_lengths(parse_list(lengths, "lengths") or d["lengths"], "lengths")
     Ls = _check_lengths(parse_list(decode_lengths, "decode_lengths") or Ts, "decode_lengths")
@@ -390,11 +391,11 @@ def run_model_bench(
         ("decode_steps", decode_steps, 1),
     ):
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-            raise ValueError(f"{name}: must be an int >= {lo}, got {v!r}")
+            raise InputError(f"{name}: must be an int >= {lo}, got {v!r}")
     if timeout is None or timeout <= 0:
-        raise ValueError(f"timeout: must be > 0 seconds, got {timeout!r}")
+        raise InputError(f"timeout: must be > 0 seconds, got {timeout!r}")
     if not (train or decode):
-        raise ValueError("nothing to measure: train and decode are both off")
+        raise InputError("nothing to measure: train and decode are both off")
     isolate = (not cuda) if isolate is None else bool(isolate)
     configs = {f: family_config(f, size, **(shape or {})) for f in fams}
     params = {f: count_params(c) for f, c in configs.items()}

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InputError
+
 MLPS = ("gelu", "swiglu", "geglu", "gelu_tanh_gated", "none")
 
 
@@ -20,9 +22,9 @@ class MLP(nn.Module):
     def __init__(self, d_model: int, hidden: int, kind: str = "gelu", bias: bool = False, dropout: float = 0.0):
         super().__init__()
         if kind not in MLPS or kind == "none":
-            raise ValueError(f"unknown MLP kind {kind!r}; expected one of {MLPS[:-1]}")
+            raise InputError(f"unknown MLP kind {kind!r}; expected one of {MLPS[:-1]}")
         if hidden <= 0:
-            raise ValueError(f"MLP hidden width must be positive, got {hidden}")
+            raise InputError(f"MLP hidden width must be positive, got {hidden}")
         self.kind = kind
         self.gated = kind != "gelu"
         self.up = nn.Linear(d_model, hidden, bias=bias)

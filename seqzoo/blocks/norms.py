@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from ..errors import InputError
+
 NORMS = ("layernorm", "layernorm_nobias", "rmsnorm", "none")
 
 
@@ -16,4 +18,4 @@ def make_norm(kind: str, d_model: int, eps: float = 1e-5) -> nn.Module:
         return nn.RMSNorm(d_model, eps=eps)
     if kind == "none":
         return nn.Identity()
-    raise ValueError(f"unknown norm {kind!r}; expected one of {NORMS}")
+    raise InputError(f"unknown norm {kind!r}; expected one of {NORMS}")

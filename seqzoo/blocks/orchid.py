@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InputError
 from ..mixers import build_mixer
 from .norms import make_norm
 from .residual import mixer_kwargs_for, register_block
@@ -32,7 +33,7 @@ class BlockDiagonalLinear(nn.Module):
     def __init__(self, in_features: int, out_features: int, nb: int = 4, bias: bool = True):
         super().__init__()
         if not isinstance(nb, int) or nb <= 0 or in_features % nb or out_features % nb:
-            raise ValueError(
+            raise InputError(
                 f"nb (blocks) must be a positive int dividing in_features={in_features} and "
                 f"out_features={out_features}, got {nb!r}"
             )
@@ -46,7 +47,7 @@ class BlockDiagonalLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.in_features:
-            raise ValueError(
+            raise InputError(
                 f"BlockDiagonalLinear: x must have last dim in_features={self.in_features}, got shape {tuple(x.shape)}"
             )
         xb = x.reshape(*x.shape[:-1], self.nb, self.in_features // self.nb)  # (..., nb, in/nb)

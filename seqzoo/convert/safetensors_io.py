@@ -135,7 +135,7 @@ class ShardedWriter:
 
     def add(self, name: str, tensor: torch.Tensor) -> None:
         if name in self._pending or any(name in names for _, names in self._shards):
-            raise ValueError(f"tensor {name!r} written twice")
+            raise InputError(f"tensor {name!r} written twice")
         n = tensor.numel() * tensor.element_size()
         if self._pending and self._pending_bytes + n > self.max_shard_bytes:
             self.flush()
@@ -156,7 +156,7 @@ class ShardedWriter:
         self.flush()
         n = len(self._shards)
         if n == 0:
-            raise ValueError("no tensors were written")
+            raise InputError("no tensors were written")
         if n == 1:
             final = self.folder / SINGLE
             os.replace(self._shards[0][0], final)

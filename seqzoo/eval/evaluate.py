@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..errors import InputError
 from ..tasks.base import IGNORE_INDEX
 
 
@@ -38,7 +39,7 @@ def evaluate(
     autocast_dtype: torch.dtype | None = None,
 ) -> dict[str, float]:
     if inputs.shape[0] != targets.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"inputs and targets must have the same number of rows, got {inputs.shape[0]} and {targets.shape[0]}"
         )
     device = torch.device(device) if device is not None else next(model.parameters()).device
@@ -56,7 +57,7 @@ def evaluate(
         correct += int(((logits.argmax(-1) == y) & mask).sum())
     model.train(was_training)
     if count == 0:
-        raise ValueError("no scored positions in targets (all -100)")
+        raise InputError("no scored positions in targets (all -100)")
     return {"loss": loss_sum / count, "accuracy": correct / count, "scored": count}
 
 

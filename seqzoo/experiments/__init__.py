@@ -60,7 +60,7 @@ def _strict(fn: Callable, name: str, forwards: str | None = None) -> Callable:
 def register_experiment(name: str, description: str, aliases: tuple[str, ...] = (), forwards: str | None = None):
     def wrap(fn):
         if name in EXPERIMENTS:
-            raise ValueError(f"experiment {name!r} is already registered")
+            raise InputError(f"experiment {name!r} is already registered")
         EXPERIMENTS[name] = Experiment(name, description, _strict(fn, name, forwards))
         for a in aliases:
             ALIASES[a] = name

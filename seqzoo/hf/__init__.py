@@ -33,6 +33,7 @@ from transformers import (
     AutoModelForSequenceClassification,
 )
 
+from ..errors import InputError
 from .cache import SeqzooCache, map_state_tensors
 from .configuration import SeqzooConfig, SeqzooEncoderConfig, SeqzooLMConfig
 from .modeling import (
@@ -75,7 +76,7 @@ def from_seqzoo(model, **config_kwargs) -> SeqzooPreTrainedModel:
     if type(model) is Encoder:
         cls = SeqzooForSequenceClassification if model.cls_head is not None else SeqzooForMaskedLM
         return cls.from_seqzoo(model, **config_kwargs)
-    raise TypeError(f"from_seqzoo wraps a seqzoo LanguageModel or Encoder, got {type(model).__name__}")
+    raise InputError(f"from_seqzoo wraps a seqzoo LanguageModel or Encoder, got {type(model).__name__}")
 
 
 register()

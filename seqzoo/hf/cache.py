@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from transformers.cache_utils import Cache
 
+from ..errors import InputError
+
 
 def map_state_tensors(state: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     """Apply ``fn`` to every tensor of a seqzoo state (tensor, tuple/list, dict, dataclass, None), keeping its structure.
@@ -38,7 +40,7 @@ def map_state_tensors(state: Any, fn: Callable[[torch.Tensor], torch.Tensor]) ->
     if dataclasses.is_dataclass(state) and not isinstance(state, type):
         changes = {f.name: map_state_tensors(getattr(state, f.name), fn) for f in dataclasses.fields(state) if f.init}
         return dataclasses.replace(state, **changes)
-    raise TypeError(
+    raise InputError(
         f"cannot map over a mixer state of type {type(state).__name__}; seqzoo states must be tensors, "
         f"tuples, lists, dicts or dataclasses of tensors"
     )
@@ -69,7 +71,7 @@ class SeqzooCache(Cache):
     def __init__(self, num_layers: int | None = None):
         # ``Cache.__init__`` builds transformers' own per-layer objects; this cache keeps seqzoo's states instead
         if num_layers is not None and (not isinstance(num_layers, int) or num_layers <= 0):
-            raise ValueError(f"num_layers must be a positive int, got {num_layers!r}")
+            raise InputError(f"num_layers must be a positive int, got {num_layers!r}")
         self.layers = []  # transformers' per-layer objects: none (the base-class loops over them are no-ops)
         self.layer_class_to_replicate = None
         self.offloading = False
@@ -81,7 +83,7 @@ class SeqzooCache(Cache):
     def from_states(cls, states: list[Any], seen_tokens: int) -> SeqzooCache:
         """Wrap the per-layer states returned by seqzoo after ``seen_tokens`` tokens."""
         if not isinstance(states, (list, tuple)):
-            raise TypeError(f"states must be a list with one mixer state per layer, got {type(states).__name__}")
+            raise InputError(f"states must be a list with one mixer state per layer, got {type(states).__name__}")
         cache = cls(len(states))
         cache.update_states(list(states), seen_tokens)
         return cache
@@ -90,7 +92,7 @@ class SeqzooCache(Cache):
     def update_states(self, states: list[Any], new_tokens: int) -> None:
         """Replace the states with those returned after ``new_tokens`` more tokens."""
         if self.num_layers is not None and len(states) != self.num_layers:
-            raise ValueError(f"this cache holds {self.num_layers} layers, got states for {len(states)}")
+            raise InputError(f"this cache holds {self.num_layers} layers, got states for {len(states)}")
         self.num_layers = len(states)
         self.states = list(states)
         self.seen_tokens += int(new_tokens)

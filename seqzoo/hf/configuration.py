@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from transformers import PreTrainedConfig
 
+from ..errors import InputError
 from ..models.config import ModelConfig
 
 SEQZOO_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelConfig))
@@ -52,23 +53,25 @@ class SeqzooConfig(PreTrainedConfig):
     def __init__(self, **kwargs: Any):
         kind = kwargs.pop("model_type", None)
         if kind is not None and self.seqzoo_kind and kind != self.seqzoo_kind:
-            raise ValueError(
+            raise InputError(
                 f"{type(self).__name__} reads model_type={self.seqzoo_kind!r} configurations, got {kind!r}"
             )
         if not self.seqzoo_kind:
-            raise TypeError("SeqzooConfig is abstract: use SeqzooLMConfig (causal LM) or SeqzooEncoderConfig (encoder)")
+            raise InputError(
+                "SeqzooConfig is abstract: use SeqzooLMConfig (causal LM) or SeqzooEncoderConfig (encoder)"
+            )
         # HF aliases given by name (hidden_size=...) become the seqzoo field
         for hf_name, ours in self.attribute_map.items():
             if hf_name in kwargs:
                 value = kwargs.pop(hf_name)
                 if ours in kwargs and kwargs[ours] != value:
-                    raise ValueError(f"got both {hf_name}={value!r} and {ours}={kwargs[ours]!r}; pass only {ours}")
+                    raise InputError(f"got both {hf_name}={value!r} and {ours}={kwargs[ours]!r}; pass only {ours}")
                 kwargs[ours] = value
         fields = {name: kwargs.pop(name) for name in SEQZOO_FIELDS if name in kwargs}
         extra = dict(fields.get("extra") or {})
         hf_saved = extra.pop(HF_EXTRA_KEY, None) or {}
         if not isinstance(hf_saved, dict):
-            raise TypeError(
+            raise InputError(
                 f"ModelConfig.extra[{HF_EXTRA_KEY!r}] must be a dict of Hugging Face attributes, got {hf_saved!r}"
             )
         fields["extra"] = extra
@@ -91,7 +94,7 @@ class SeqzooConfig(PreTrainedConfig):
     def from_seqzoo(cls, config: ModelConfig, **kwargs: Any) -> SeqzooConfig:
         """Build from a ``seqzoo.ModelConfig``; ``kwargs`` are extra ``PreTrainedConfig`` arguments."""
         if not isinstance(config, ModelConfig):
-            raise TypeError(f"config must be a seqzoo.ModelConfig, got {type(config).__name__}")
+            raise InputError(f"config must be a seqzoo.ModelConfig, got {type(config).__name__}")
         return cls(**config.to_dict(), **kwargs)
 
     def to_seqzoo_dict(self, use_diff: bool = True) -> dict[str, Any]:
@@ -145,7 +148,7 @@ class SeqzooEncoderConfig(SeqzooConfig):
             n_labels = len(id2label)
         if n_labels is not None:
             if not isinstance(n_labels, int) or isinstance(n_labels, bool) or n_labels <= 0:
-                raise ValueError(f"num_labels must be a positive int, got {n_labels!r}")
+                raise InputError(f"num_labels must be a positive int, got {n_labels!r}")
             fields["n_classes"] = n_labels
         elif fields.get("n_classes"):
             hf_kwargs["num_labels"] = fields["n_classes"]

@@ -31,6 +31,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
 )
 
+from ..errors import InputError
 from ..models.base import MODEL_TYPES
 from ..models.base import SeqzooModel as _SeqzooCore
 from ..models.lm import lm_loss
@@ -46,14 +47,14 @@ def check_attention_mask(attention_mask: torch.Tensor | None, batch: int, length
     if attention_mask is None:
         return
     if not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2:
-        raise ValueError(
+        raise InputError(
             f"attention_mask must be a 2-D tensor (B, T), got "
             f"{tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__}"
         )
     if attention_mask.shape[0] != batch or attention_mask.shape[1] < length:
-        raise ValueError(f"attention_mask must have shape ({batch}, >= {length}), got {tuple(attention_mask.shape)}")
+        raise InputError(f"attention_mask must have shape ({batch}, >= {length}), got {tuple(attention_mask.shape)}")
     if not bool(attention_mask.bool().all()):
-        raise ValueError(
+        raise InputError(
             "seqzoo models have no padding mask: attention_mask must be all ones (pass unpadded "
             "sequences, e.g. one prompt at a time or prompts of equal length)"
         )
@@ -74,7 +75,7 @@ def causal_lm_loss(
     With ``num_items_in_batch`` (the Trainer's gradient-accumulation normaliser) the summed loss is divided by it.
     """
     if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape[:-1]:
-        raise ValueError(
+        raise InputError(
             f"labels must have shape {tuple(logits.shape[:-1])} (the shape of input_ids; they are "
             f"shifted inside the model), got {tuple(getattr(labels, 'shape', ()))}"
         )
@@ -97,13 +98,13 @@ class SeqzooPreTrainedModel(PreTrainedModel):
 
     def __init__(self, config: SeqzooConfig, seqzoo_model: _SeqzooCore | None = None):
         if not isinstance(config, self.config_class):
-            raise TypeError(f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}")
+            raise InputError(f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}")
         super().__init__(config)
         core_cls = MODEL_TYPES[self.seqzoo_kind]
         if seqzoo_model is None:
             seqzoo_model = core_cls(config.to_seqzoo())
         elif type(seqzoo_model) is not core_cls:
-            raise TypeError(
+            raise InputError(
                 f"{type(self).__name__} wraps a seqzoo {core_cls.__name__}, got {type(seqzoo_model).__name__}"
             )
         self.__dict__["_seqzoo"] = seqzoo_model  # not registered: its children are registered below, under their names
@@ -118,7 +119,7 @@ class SeqzooPreTrainedModel(PreTrainedModel):
     def from_seqzoo(cls, model: _SeqzooCore, **config_kwargs: Any):
         """Wrap an existing seqzoo model (no copy: the wrapper shares its parameters)."""
         if not isinstance(model, _SeqzooCore):
-            raise TypeError(f"model must be a seqzoo LanguageModel or Encoder, got {type(model).__name__}")
+            raise InputError(f"model must be a seqzoo LanguageModel or Encoder, got {type(model).__name__}")
         config = cls.config_class.from_seqzoo(model.config, **config_kwargs)
         return cls(config, seqzoo_model=model).train(model.training)  # same train/eval mode as the model
 
@@ -178,7 +179,7 @@ class SeqzooPreTrainedModel(PreTrainedModel):
     def _check_kwargs(self, kwargs: dict[str, Any]) -> None:
         unknown = sorted(k for k, v in kwargs.items() if v is not None and k not in _IGNORED_KWARGS)
         if unknown:
-            raise TypeError(f"{type(self).__name__}.forward() got unexpected keyword argument(s) {unknown}")
+            raise InputError(f"{type(self).__name__}.forward() got unexpected keyword argument(s) {unknown}")
 
     def _run_trunk(self, input_ids, inputs_embeds, states, mode, output_hidden_states: bool):
         """seqzoo's trunk; with ``output_hidden_states`` also the input of every block and the final-normed output."""
@@ -203,9 +204,9 @@ class SeqzooPreTrainedModel(PreTrainedModel):
     def _batch_length(input_ids, inputs_embeds) -> tuple[int, int]:
         x = input_ids if input_ids is not None else inputs_embeds
         if x is None:
-            raise ValueError("pass input_ids (B, T) or inputs_embeds (B, T, d_model)")
+            raise InputError("pass input_ids (B, T) or inputs_embeds (B, T, d_model)")
         if x.dim() < 2:
-            raise ValueError(f"input_ids must have shape (B, T), got {tuple(x.shape)}")
+            raise InputError(f"input_ids must have shape (B, T), got {tuple(x.shape)}")
         return int(x.shape[0]), int(x.shape[1])
 
 
@@ -227,7 +228,7 @@ class _SeqzooLMBase(SeqzooPreTrainedModel):
             return past_key_values
         if isinstance(past_key_values, Cache) and past_key_values.get_seq_length() == 0:
             return SeqzooCache(num_layers)  # an empty transformers cache (e.g. DynamicCache()) is replaced
-        raise TypeError(
+        raise InputError(
             f"past_key_values must be a seqzoo.hf.SeqzooCache (as returned by this model), got "
             f"{type(past_key_values).__name__}; seqzoo states do not fit transformers' key/value caches"
         )
@@ -317,9 +318,9 @@ class SeqzooForCausalLM(_SeqzooLMBase, GenerationMixin):
         num_items = kwargs.pop("num_items_in_batch", None)
         keep_all = isinstance(logits_to_keep, int) and logits_to_keep == 0
         if isinstance(logits_to_keep, int) and logits_to_keep < 0:
-            raise ValueError(f"logits_to_keep must be >= 0 (0 keeps every position), got {logits_to_keep}")
+            raise InputError(f"logits_to_keep must be >= 0 (0 keeps every position), got {logits_to_keep}")
         if labels is not None and not keep_all:
-            raise ValueError("labels need the logits of every position: pass logits_to_keep=0 with labels")
+            raise InputError("labels need the logits of every position: pass logits_to_keep=0 with labels")
         hidden, cache, all_hidden = self._stream(
             input_ids, attention_mask, past_key_values, inputs_embeds, use_cache, mode, output_hidden_states, kwargs
         )
@@ -441,12 +442,12 @@ class SeqzooForSequenceClassification(_SeqzooEncoderBase):
             return F.mse_loss(logits.float().squeeze(-1), labels.float().reshape(logits.shape[0]))
         if problem == "single_label_classification":
             if labels.shape != logits.shape[:1]:
-                raise ValueError(
+                raise InputError(
                     f"classification labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}"
                 )
             return F.cross_entropy(logits.float(), labels.long())
         if labels.shape != logits.shape:
-            raise ValueError(f"multi-label targets must have shape {tuple(logits.shape)}, got {tuple(labels.shape)}")
+            raise InputError(f"multi-label targets must have shape {tuple(logits.shape)}, got {tuple(labels.shape)}")
         return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
 
     def __init__(self, config: SeqzooEncoderConfig, seqzoo_model: _SeqzooCore | None = None):
@@ -454,7 +455,7 @@ class SeqzooForSequenceClassification(_SeqzooEncoderBase):
             config.n_classes = config.num_labels  # the head needs a size: transformers' default num_labels
         super().__init__(config, seqzoo_model)
         if self.cls_head is None:
-            raise ValueError("the wrapped seqzoo Encoder has no classification head: set ModelConfig.n_classes")
+            raise InputError("the wrapped seqzoo Encoder has no classification head: set ModelConfig.n_classes")
 
 
 __all__ = [

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from transformers import GPT2TokenizerFast
 
+from ..errors import InputError, MissingFileError
+
 ENCODER_NAME, MERGES_NAME = "encoder.json", "vocab.bpe"
 EOS = "<|endoftext|>"
 
@@ -24,7 +26,7 @@ def read_merges(path: str | Path) -> list[tuple[str, str]]:
             continue
         parts = line.split()
         if len(parts) != 2:
-            raise ValueError(f"{path}:{n}: a merge rule is two space-separated symbols, got {line!r}")
+            raise InputError(f"{path}:{n}: a merge rule is two space-separated symbols, got {line!r}")
         merges.append((parts[0], parts[1]))
     return merges
 
@@ -44,20 +46,20 @@ def gpt2_tokenizer(
     """
     if directory is not None:
         if vocab_file is not None or merges_file is not None:
-            raise ValueError("pass either directory or vocab_file + merges_file, not both")
+            raise InputError("pass either directory or vocab_file + merges_file, not both")
         directory = Path(directory)
         vocab_file, merges_file = directory / ENCODER_NAME, directory / MERGES_NAME
     if vocab_file is None or merges_file is None:
-        raise ValueError(
+        raise InputError(
             "gpt2_tokenizer needs the folder with encoder.json and vocab.bpe, or vocab_file and merges_file"
         )
     vocab_file, merges_file = Path(vocab_file), Path(merges_file)
     for p in (vocab_file, merges_file):
         if not p.is_file():
-            raise FileNotFoundError(f"GPT-2 BPE file not found: {p}")
+            raise MissingFileError(f"GPT-2 BPE file not found: {p}")
     vocab = json.loads(vocab_file.read_text(encoding="utf-8"))
     if not isinstance(vocab, dict) or EOS not in vocab:
-        raise ValueError(f"{vocab_file} must be a JSON object token -> id containing {EOS!r}")
+        raise InputError(f"{vocab_file} must be a JSON object token -> id containing {EOS!r}")
     merges = read_merges(merges_file)
     tok = GPT2TokenizerFast(
         vocab=vocab,

@@ -6,6 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..errors import InputError
 from .device import interpreting
 
 _TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
@@ -17,13 +18,13 @@ def dot_dtype(dtype: torch.dtype):
     if interpreting() or dtype == torch.float32:
         return tl.float32
     if dtype not in _TL:
-        raise TypeError(f"triton kernels take float32/float16/bfloat16 inputs, got {dtype}")
+        raise InputError(f"triton kernels take float32/float16/bfloat16 inputs, got {dtype}")
     return _TL[dtype]
 
 
 def check_float(name: str, t: torch.Tensor) -> None:
     if t.dtype not in _TL:
-        raise TypeError(
+        raise InputError(
             f"{name}: triton kernels take float32/float16/bfloat16 tensors, got {t.dtype} "
             f"(use the torch reference for float64)"
         )

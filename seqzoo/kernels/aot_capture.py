@@ -18,6 +18,8 @@ import sys
 
 import torch
 
+from ..errors import InputError
+
 
 def _encode(v):
     """JSON form of a constexpr value: bools/ints/floats as is, ``tl.dtype`` as ``{"tl": name}``."""
@@ -26,7 +28,7 @@ def _encode(v):
     name = getattr(v, "name", None)
     if name is not None:
         return {"tl": name}
-    raise TypeError(f"cannot record constexpr value {v!r}")
+    raise InputError(f"cannot record constexpr value {v!r}")
 
 
 def _arg(v):
@@ -38,7 +40,7 @@ def _arg(v):
         return {"kind": "int", "value": v}
     if isinstance(v, float):
         return {"kind": "float", "value": v}
-    raise TypeError(f"cannot record kernel argument {v!r}")
+    raise InputError(f"cannot record kernel argument {v!r}")
 
 
 def install_recorder(records: list, label: list) -> None:
@@ -149,7 +151,7 @@ def scenario(sc: dict) -> None:
         if train:
             _backward([y], [x, w, bias])
     else:
-        raise ValueError(f"unknown op {sc['op']!r}")
+        raise InputError(f"unknown op {sc['op']!r}")
 
 
 def capture(scenarios: list[dict]) -> list[dict]:

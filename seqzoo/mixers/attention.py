@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from ..errors import InputError
 from ..ops.rope import apply_rope
 from .base import Mixer, register_mixer
 
@@ -95,18 +96,18 @@ class Attention(Mixer):
         if n_heads is None:
             n_heads = max(1, d_model // (head_dim or 64))
         if not isinstance(n_heads, int) or n_heads <= 0:
-            raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
+            raise InputError(f"n_heads must be a positive int, got {n_heads!r}")
         if head_dim is None:
             if d_model % n_heads:
-                raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}; pass head_dim explicitly")
+                raise InputError(f"d_model={d_model} is not divisible by n_heads={n_heads}; pass head_dim explicitly")
             head_dim = d_model // n_heads
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if not isinstance(n_kv_heads, int) or n_kv_heads <= 0 or n_heads % n_kv_heads:
-            raise ValueError(f"n_kv_heads must be a positive divisor of n_heads={n_heads}, got {n_kv_heads!r}")
+            raise InputError(f"n_kv_heads must be a positive divisor of n_heads={n_heads}, got {n_kv_heads!r}")
         if window is not None and (not isinstance(window, int) or window <= 0):
-            raise ValueError(f"window must be a positive int (tokens before the query it may see), got {window!r}")
+            raise InputError(f"window must be a positive int (tokens before the query it may see), got {window!r}")
         if window is not None and not causal:
-            raise ValueError("a sliding window is only defined for causal attention (causal=True)")
+            raise InputError("a sliding window is only defined for causal attention (causal=True)")
         self.n_heads, self.head_dim, self.n_kv_heads = n_heads, head_dim, n_kv_heads
         self.rope_fraction, self.rope_base = rope_fraction, rope_base
         self.causal = causal
@@ -127,17 +128,17 @@ class Attention(Mixer):
 
     def _check_state(self, x: torch.Tensor, state: KVCache) -> int:
         if not isinstance(state, KVCache):
-            raise TypeError(
+            raise InputError(
                 f"{self.name}: state must be a KVCache returned by a previous call, got {type(state).__name__}"
             )
         B = x.shape[0]
         if state.k.shape[0] != B or state.k.shape[2:] != (self.n_kv_heads, self.head_dim):
-            raise ValueError(
+            raise InputError(
                 f"{self.name}: state.k must have shape ({B}, S, {self.n_kv_heads}, {self.head_dim}), got {tuple(state.k.shape)}"
             )
         pos = state.pos
         if pos.numel() != B or (B > 1 and not bool((pos == pos[0]).all())):
-            raise ValueError(
+            raise InputError(
                 f"{self.name}: state.pos must hold one equal stream position per batch row, got {pos.tolist()}"
             )
         return int(pos[0])
@@ -147,7 +148,7 @@ class Attention(Mixer):
         T = x.shape[1]
         if segment_pos is not None:
             if segment_pos.dtype.is_floating_point or segment_pos.dtype == torch.bool:
-                raise TypeError(f"{self.name}: segment_pos must be an integer tensor, got {segment_pos.dtype}")
+                raise InputError(f"{self.name}: segment_pos must be an integer tensor, got {segment_pos.dtype}")
             return segment_pos.to(device=x.device, dtype=torch.long)
         steps = torch.arange(T, device=x.device)
         if state is not None and state.seg is not None and state.seg.shape[1] > 0:
@@ -257,7 +258,7 @@ class LocalAttention(Attention):
 
     def __init__(self, d_model: int, window: int = 128, **kwargs):
         if kwargs.get("causal", True) is not True:
-            raise ValueError("local_attention is causal; use 'attention' with causal=False for a bidirectional mixer")
+            raise InputError("local_attention is causal; use 'attention' with causal=False for a bidirectional mixer")
         super().__init__(d_model, window=window, **kwargs)
 
     def default_mode(self, x, state):

@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 MIXERS: dict[str, type[Mixer]] = {}
 
 
@@ -25,7 +27,7 @@ def register_mixer(name: str) -> Callable[[type[Mixer]], type[Mixer]]:
 
     def wrap(cls: type[Mixer]) -> type[Mixer]:
         if name in MIXERS and MIXERS[name] is not cls:
-            raise ValueError(f"mixer name {name!r} is already registered by {MIXERS[name].__qualname__}")
+            raise InputError(f"mixer name {name!r} is already registered by {MIXERS[name].__qualname__}")
         cls.name = name
         MIXERS[name] = cls
         return cls
@@ -36,7 +38,7 @@ def register_mixer(name: str) -> Callable[[type[Mixer]], type[Mixer]]:
 def build_mixer(name: str, d_model: int, **kwargs: Any) -> Mixer:
     """Instantiate a registered mixer by name (clear error for an unknown name)."""
     if name not in MIXERS:
-        raise ValueError(f"unknown mixer {name!r}; registered mixers: {sorted(MIXERS)}")
+        raise InputError(f"unknown mixer {name!r}; registered mixers: {sorted(MIXERS)}")
     return MIXERS[name](d_model=d_model, **kwargs)
 
 
@@ -58,7 +60,7 @@ class Mixer(nn.Module):
     def __init__(self, d_model: int):
         super().__init__()
         if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model <= 0:
-            raise ValueError(f"d_model must be a positive int, got {d_model!r}")
+            raise InputError(f"d_model must be a positive int, got {d_model!r}")
         self.d_model = d_model
 
     # ------------------------------------------------------------------ contract
@@ -72,14 +74,14 @@ class Mixer(nn.Module):
         """
         self.check_input(x)
         if state is not None and not self.causal:
-            raise ValueError(f"{self.name} is not causal and carries no state; got state={type(state).__name__}")
+            raise InputError(f"{self.name} is not causal and carries no state; got state={type(state).__name__}")
         mode = self.resolve_mode(x, state, mode)
         if segment_pos is None:
             return self._forward(x, state, mode)
         if not self.supports_segment_pos:
-            raise ValueError(f"{self.name} does not support segment_pos (packed documents with resets)")
+            raise InputError(f"{self.name} does not support segment_pos (packed documents with resets)")
         if segment_pos.shape != x.shape[:2]:
-            raise ValueError(
+            raise InputError(
                 f"{self.name}: segment_pos must have shape {tuple(x.shape[:2])}, got {tuple(segment_pos.shape)}"
             )
         return self._forward(x, state, mode, segment_pos=segment_pos)
@@ -95,20 +97,20 @@ class Mixer(nn.Module):
         if mode is None:
             return self.default_mode(x, state)
         if not isinstance(mode, str) or mode not in self.modes:
-            raise ValueError(f"{self.name}: unknown mode {mode!r}; expected one of {self.modes}")
+            raise InputError(f"{self.name}: unknown mode {mode!r}; expected one of {self.modes}")
         return mode
 
     def check_input(self, x: Any) -> None:
         if not isinstance(x, torch.Tensor):
-            raise TypeError(
+            raise InputError(
                 f"{self.name}: x must be a torch.Tensor of shape (B, T, {self.d_model}), got {type(x).__name__}"
             )
         if not x.is_floating_point():
-            raise TypeError(f"{self.name}: x must be a floating-point tensor, got dtype {x.dtype}")
+            raise InputError(f"{self.name}: x must be a floating-point tensor, got dtype {x.dtype}")
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"{self.name}: x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
+            raise InputError(f"{self.name}: x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
         if x.shape[1] == 0:
-            raise ValueError(f"{self.name}: x must have at least one time step, got shape {tuple(x.shape)}")
+            raise InputError(f"{self.name}: x must have at least one time step, got shape {tuple(x.shape)}")
 
     # ------------------------------------------------------------ optimiser hook
     def optim_overrides(self) -> dict[str, dict[str, float]]:

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from ..errors import InputError
 from ..ops.gateloop import gateloop_op, triton_fits
 from .base import Mixer, register_mixer
 
@@ -71,7 +72,7 @@ def fixed_transition_init(
     ``lru`` samples LRU's ring: |a| = u(r_max² − r_min²) + r_min² under a square root, arg a = max_phase·u′.
     """
     if kind not in FIXED_INITS:
-        raise ValueError(f"fixed_init must be one of {FIXED_INITS}, got {kind!r}")
+        raise InputError(f"fixed_init must be one of {FIXED_INITS}, got {kind!r}")
     if kind == "zeros":  # |a| = σ(0) = 0.5, no rotation
         return torch.full((n,), math.log(0.5), dtype=torch.float64), torch.zeros(n, dtype=torch.float64)
     u = torch.rand(n, generator=generator, dtype=torch.float64)
@@ -115,27 +116,27 @@ class GateLoop(Mixer):
         d_v = d_model if d_v is None else d_v
         for name, val in (("d_qk", d_qk), ("d_v", d_v)):
             if not isinstance(val, int) or isinstance(val, bool) or val <= 0:
-                raise ValueError(f"gateloop: {name} must be a positive int, got {val!r}")
+                raise InputError(f"gateloop: {name} must be a positive int, got {val!r}")
         n_heads = d_qk if n_heads is None else n_heads  # max heads: K = 1
         if not isinstance(n_heads, int) or isinstance(n_heads, bool) or n_heads <= 0:
-            raise ValueError(f"gateloop: n_heads must be a positive int, got {n_heads!r}")
+            raise InputError(f"gateloop: n_heads must be a positive int, got {n_heads!r}")
         if d_qk % n_heads or d_v % n_heads:
-            raise ValueError(f"gateloop: d_qk={d_qk} and d_v={d_v} must both be divisible by n_heads={n_heads}")
+            raise InputError(f"gateloop: d_qk={d_qk} and d_v={d_v} must both be divisible by n_heads={n_heads}")
         if transition not in TRANSITIONS:
-            raise ValueError(f"gateloop: transition must be one of {TRANSITIONS}, got {transition!r}")
+            raise InputError(f"gateloop: transition must be one of {TRANSITIONS}, got {transition!r}")
         if magnitude in UNGUARDED_MAGNITUDES:
-            raise ValueError(
+            raise InputError(
                 f"gateloop: magnitude activation {magnitude!r} can exceed 1 and has no guard (|a| > 1 "
                 f"makes the state grow without bound); use one of {tuple(MAGNITUDES)}, which keep |a| <= 1"
             )
         if magnitude not in MAGNITUDES:
-            raise ValueError(f"gateloop: magnitude must be one of {tuple(MAGNITUDES)}, got {magnitude!r}")
+            raise InputError(f"gateloop: magnitude must be one of {tuple(MAGNITUDES)}, got {magnitude!r}")
         if phase not in PHASES:
-            raise ValueError(f"gateloop: phase must be one of {tuple(PHASES)}, got {phase!r}")
+            raise InputError(f"gateloop: phase must be one of {tuple(PHASES)}, got {phase!r}")
         if not isinstance(chunk_size, int) or chunk_size <= 0:
-            raise ValueError(f"gateloop: chunk_size must be a positive int, got {chunk_size!r}")
+            raise InputError(f"gateloop: chunk_size must be a positive int, got {chunk_size!r}")
         if scan_impl not in ("hillis_steele", "blelloch", "two_level", "torch_hop"):
-            raise ValueError(
+            raise InputError(
                 f"gateloop: scan_impl must be hillis_steele, blelloch, two_level or torch_hop, got {scan_impl!r}"
             )
         self.n_heads, self.d_qk, self.d_v = n_heads, d_qk, d_v
@@ -161,7 +162,7 @@ class GateLoop(Mixer):
         if out_proj is None:
             out_proj = d_v != d_model
         if not out_proj and d_v != d_model:
-            raise ValueError(f"gateloop: out_proj=False needs d_v == d_model ({d_model}), got d_v={d_v}")
+            raise InputError(f"gateloop: out_proj=False needs d_v == d_model ({d_model}), got d_v={d_v}")
         self.out_proj = nn.Linear(d_v, d_model, bias=bias) if out_proj else None
 
     def extra_repr(self) -> str:
@@ -192,7 +193,7 @@ class GateLoop(Mixer):
         if not isinstance(state, torch.Tensor) or not state.is_complex() or tuple(state.shape) != shape:
             got = tuple(state.shape) if isinstance(state, torch.Tensor) else type(state).__name__
             dt = f" {state.dtype}" if isinstance(state, torch.Tensor) else ""
-            raise ValueError(f"gateloop: state must be a complex tensor of shape (B, H, K, V) = {shape}, got {got}{dt}")
+            raise InputError(f"gateloop: state must be a complex tensor of shape (B, H, K, V) = {shape}, got {got}{dt}")
 
     def default_mode(self, x: torch.Tensor, state: Any) -> str:
         if x.shape[1] == 1:

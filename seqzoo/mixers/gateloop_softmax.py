@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from einops import rearrange
 
+from ..errors import InputError
 from .base import register_mixer
 from .gateloop import GateLoop
 
@@ -76,11 +77,11 @@ class GateLoopSoftmax(GateLoop):
     def check_state(self, x, state):
         B = x.shape[0]
         if not isinstance(state, GateLoopSoftmaxCache):
-            raise TypeError(
+            raise InputError(
                 f"{self.name}: state must be a GateLoopSoftmaxCache from a previous call, got {type(state).__name__}"
             )
         if state.k.dim() != 4 or state.k.shape[0] != B or state.k.shape[2:] != (self.n_heads, self.head_k):
-            raise ValueError(
+            raise InputError(
                 f"{self.name}: state.k must have shape ({B}, S, {self.n_heads}, {self.head_k}), "
                 f"got {tuple(state.k.shape)}"
             )

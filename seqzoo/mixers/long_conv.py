@@ -11,6 +11,7 @@ network only. Non-causal (circular convolution and centred short convs by defaul
 
 from __future__ import annotations
 
+from ..errors import InputError
 from .base import register_mixer
 from .orchid import Orchid
 
@@ -23,7 +24,7 @@ class LongConv(Orchid):
 
     def __init__(self, d_model: int, **kwargs):
         if kwargs.pop("conditioning", "none") != "none":
-            raise ValueError(
+            raise InputError(
                 "long_conv has no conditioning network; use the 'orchid' mixer for a data-dependent kernel"
             )
         super().__init__(d_model, conditioning="none", **kwargs)

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
 from ..ops.mlstm import FORGET_GATES, mlstm, triton_fits
 from .base import Mixer, register_mixer
@@ -91,18 +92,18 @@ class MLSTM(Mixer):
     ):
         super().__init__(d_model)
         if mode is not None and mode not in self.modes:
-            raise ValueError(f"mlstm: mode (the default algorithm) must be one of {self.modes} or None, got {mode!r}")
+            raise InputError(f"mlstm: mode (the default algorithm) must be one of {self.modes} or None, got {mode!r}")
         self.fixed_mode = mode
         if variant not in VARIANTS:
-            raise ValueError(f"mlstm: variant must be one of {VARIANTS}, got {variant!r}")
+            raise InputError(f"mlstm: variant must be one of {VARIANTS}, got {variant!r}")
         if forget_gate not in FORGET_GATES:
-            raise ValueError(f"mlstm: forget_gate must be one of {FORGET_GATES}, got {forget_gate!r}")
+            raise InputError(f"mlstm: forget_gate must be one of {FORGET_GATES}, got {forget_gate!r}")
         if not isinstance(num_heads, int) or num_heads <= 0:
-            raise ValueError(f"mlstm: num_heads must be a positive int, got {num_heads!r}")
+            raise InputError(f"mlstm: num_heads must be a positive int, got {num_heads!r}")
         if not isinstance(chunk_size, int) or chunk_size <= 0:
-            raise ValueError(f"mlstm: chunk_size must be a positive int, got {chunk_size!r}")
+            raise InputError(f"mlstm: chunk_size must be a positive int, got {chunk_size!r}")
         if not isinstance(num_blocks, int) or num_blocks <= 0:
-            raise ValueError(f"mlstm: num_blocks must be a positive int, got {num_blocks!r}")
+            raise InputError(f"mlstm: num_blocks must be a positive int, got {num_blocks!r}")
         self.variant, self.num_heads, self.chunk_size = variant, num_heads, chunk_size
         self.eps, self.forget_gate, self.num_blocks = eps, forget_gate, num_blocks
         self.norm_eps = norm_eps if norm_eps is not None else (1e-5 if variant == "neurips" else 1e-6)
@@ -111,14 +112,14 @@ class MLSTM(Mixer):
         if variant == "neurips":
             E = round_up(proj_factor * d_model, round_to)
             if E % H:
-                raise ValueError(
+                raise InputError(
                     f"mlstm: num_heads={H} must divide the inner width E={E} (= ceil({proj_factor} * "
                     f"d_model / {round_to}) * {round_to})"
                 )
             if E % qkv_blocksize:
-                raise ValueError(f"mlstm: qkv_blocksize={qkv_blocksize} must divide the inner width E={E}")
+                raise InputError(f"mlstm: qkv_blocksize={qkv_blocksize} must divide the inner width E={E}")
             if not isinstance(conv_kernel, int) or conv_kernel < 1:
-                raise ValueError(f"mlstm: conv_kernel must be a positive int, got {conv_kernel!r}")
+                raise InputError(f"mlstm: conv_kernel must be a positive int, got {conv_kernel!r}")
             self.inner, self.qk_dim, self.v_dim = E, E // H, E // H
             self.conv_kernel = conv_kernel
             nb = E // qkv_blocksize
@@ -136,7 +137,7 @@ class MLSTM(Mixer):
         else:
             dqk, dv = round(d_model * qk_dim_factor), round(d_model * v_dim_factor)
             if dqk % H or dv % H or dqk == 0:
-                raise ValueError(
+                raise InputError(
                     f"mlstm: num_heads={H} must divide the q/k width {dqk} (= qk_dim_factor * d_model) and "
                     f"the v width {dv} (= v_dim_factor * d_model)"
                 )
@@ -201,17 +202,17 @@ class MLSTM(Mixer):
         if state is None:
             return None
         if not isinstance(state, MLSTMState):
-            raise TypeError(
+            raise InputError(
                 f"mlstm: state must be an MLSTMState returned by a previous call, got {type(state).__name__}"
             )
         B, H, K, V = x.shape[0], self.num_heads, self.qk_dim, self.v_dim
         for name, t, want in (("C", state.C, (B, H, K, V)), ("n", state.n, (B, H, K)), ("m", state.m, (B, H))):
             if tuple(t.shape) != want:
-                raise ValueError(f"mlstm: state.{name} must have shape {want}, got {tuple(t.shape)}")
+                raise InputError(f"mlstm: state.{name} must have shape {want}, got {tuple(t.shape)}")
         if self.variant == "neurips":
             want = (B, self.conv_kernel - 1, self.inner)
             if state.conv is None or tuple(state.conv.shape) != want:
-                raise ValueError(
+                raise InputError(
                     f"mlstm: state.conv must have shape {want}, got "
                     f"{None if state.conv is None else tuple(state.conv.shape)}"
                 )

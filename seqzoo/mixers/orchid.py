@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InputError
 from ..ops import fftconv as fc
 from .base import Mixer, register_mixer
 
@@ -40,12 +41,12 @@ LAYOUTS = ("channel", "authors")
 
 def _choice(name: str, value: Any, choices: tuple) -> None:
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+        raise InputError(f"{name} must be one of {choices}, got {value!r}")
 
 
 def _pos_int(name: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+        raise InputError(f"{name} must be a positive int, got {value!r}")
 
 
 def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
@@ -58,7 +59,7 @@ def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
 def _check_kernel(name: str, k: int, padding: str) -> None:
     _pos_int(name, k)
     if padding != "causal" and k % 2 == 0:
-        raise ValueError(f"{name} must be odd with {padding!r} ('same') padding, got {k}")
+        raise InputError(f"{name} must be odd with {padding!r} ('same') padding, got {k}")
 
 
 def pad_time(x: torch.Tensor, k: int, padding: str) -> torch.Tensor:
@@ -104,11 +105,11 @@ class ImplicitFilter(nn.Module):
     def __init__(self, d_model: int, l_max: int, emb_dim: int = 5, width: int = 64, n_inner: int = 2, w: float = 10.0):
         super().__init__()
         if not isinstance(emb_dim, int) or emb_dim < 3 or emb_dim % 2 == 0:
-            raise ValueError(f"filter_emb_dim must be an odd int >= 3, got {emb_dim!r}")
+            raise InputError(f"filter_emb_dim must be an odd int >= 3, got {emb_dim!r}")
         _pos_int("filter_width", width)
         _pos_int("l_max", l_max)
         if not isinstance(n_inner, int) or n_inner < 0:
-            raise ValueError(f"filter_inner must be an int >= 0, got {n_inner!r}")
+            raise InputError(f"filter_inner must be an int >= 0, got {n_inner!r}")
         self.l_max, self.d_model = l_max, d_model
         bands = (emb_dim - 1) // 2
         t = torch.linspace(0, 1, l_max)[None, :, None]  # (1, L, 1): t_n = n / (l_max - 1)
@@ -137,7 +138,7 @@ class ImplicitFilter(nn.Module):
     def kernel(self, T: int) -> torch.Tensor:
         """The first T taps of the l_max kernel, ``(D, T)``."""
         if T > self.l_max:
-            raise ValueError(f"sequence length T = {T} exceeds the filter's l_max = {self.l_max}")
+            raise InputError(f"sequence length T = {T} exceeds the filter's l_max = {self.l_max}")
         h = self.ffn(T)
         h = h * torch.exp(-self.pos_t[:, :T].to(h.dtype) * self.deltas.abs().to(h.dtype))  # (1, T, D)
         return h[0].transpose(0, 1)  # (D, T)
@@ -172,7 +173,7 @@ class MagnitudeConditioning(_Conditioning):
     def __init__(self, d_model, cond_kernel=3, freq_kernel=3, cond_padding="circular", cond_norm=True, p=2):
         super().__init__(d_model, cond_kernel, freq_kernel, cond_padding, cond_norm, 1)
         if p not in (1, 2):
-            raise ValueError(f"p (magnitude power of type I conditioning) must be 1 or 2, got {p!r}")
+            raise InputError(f"p (magnitude power of type I conditioning) must be 1 or 2, got {p!r}")
         self.p = p
         self.time_conv = nn.Conv1d(d_model, d_model, cond_kernel, groups=d_model)
         self.time_norm = nn.LayerNorm(d_model) if cond_norm else nn.Identity()
@@ -284,10 +285,10 @@ class Orchid(Mixer):
         _choice("sigma", sigma, SIGMAS)
         _choice("type2_layout", type2_layout, LAYOUTS)
         if p not in (1, 2):
-            raise ValueError(f"p (magnitude power of type I conditioning) must be 1 or 2, got {p!r}")
+            raise InputError(f"p (magnitude power of type I conditioning) must be 1 or 2, got {p!r}")
         _check_kernel("short_kernel", short_kernel, short_padding)
         if d_context is not None and not cross:
-            raise ValueError("d_context is only used with cross=True")
+            raise InputError("d_context is only used with cross=True")
         D = d_model
         self.conditioning, self.conv, self.condition_on = conditioning, conv, condition_on
         self.short_padding, self.fft_scaling, self.l_max = short_padding, fft_scaling, l_max
@@ -325,34 +326,34 @@ class Orchid(Mixer):
         self.check_input(x)
         self._check_context(x, context)
         if state is not None:
-            raise ValueError("Orchid is non-causal and carries no state; pass state=None")
+            raise InputError("Orchid is non-causal and carries no state; pass state=None")
         if segment_pos is not None:
-            raise ValueError("orchid does not support segment_pos (packed documents with resets)")
+            raise InputError("orchid does not support segment_pos (packed documents with resets)")
         return self._forward(x, None, self.resolve_mode(x, None, mode), context=context)
 
     def check_input(self, x) -> None:
         super().check_input(x)
         if x.shape[1] > self.l_max:
-            raise ValueError(
+            raise InputError(
                 f"{self.name}: sequence length T = {x.shape[1]} exceeds l_max = {self.l_max} "
                 f"(x has shape {tuple(x.shape)}); build the mixer with a larger l_max"
             )
 
     def _check_context(self, x, context) -> None:
         if not self.cross:
-            raise ValueError("context was given but this Orchid was built without cross=True")
+            raise InputError("context was given but this Orchid was built without cross=True")
         if not isinstance(context, torch.Tensor) or not context.is_floating_point():
-            raise TypeError(
+            raise InputError(
                 f"context must be a floating-point tensor (B, S, d_context), got "
                 f"{getattr(context, 'dtype', type(context).__name__)}"
             )
         d_ctx = self.ctx_proj.in_features
         if context.dim() != 3 or context.shape[0] != x.shape[0] or context.shape[-1] != d_ctx:
-            raise ValueError(
+            raise InputError(
                 f"context must have shape (B={x.shape[0]}, S, d_context={d_ctx}), got {tuple(context.shape)}"
             )
         if not 1 <= context.shape[1] <= x.shape[1]:
-            raise ValueError(
+            raise InputError(
                 f"context length S = {context.shape[1]} must be in [1, T = {x.shape[1]}] (it is zero-padded to T)"
             )
 

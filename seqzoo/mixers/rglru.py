@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
 from ..ops.rglru import rglru, triton_fits
 from .base import Mixer, register_mixer
@@ -70,7 +71,7 @@ def init_a_param(a_param: torch.Tensor, a_init: str = "code", lo: float = 0.9, h
         elif a_init == "paper":
             a = torch.empty_like(a_param, dtype=torch.float64).uniform_(lo, hi).pow(1.0 / 8.0)
         else:
-            raise ValueError(f"a_init must be one of {A_INITS}, got {a_init!r}")
+            raise InputError(f"a_init must be one of {A_INITS}, got {a_init!r}")
         a_param.copy_(torch.log(1.0 / a - 1.0))  # Λ̃ = log(1/a − 1) = −logit(a)
     return a_param
 
@@ -81,7 +82,7 @@ class RGLRU(nn.Module):
     def __init__(self, width: int, n_blocks: int, c: float = 8.0, a_init: str = "code"):
         super().__init__()
         if a_init not in A_INITS:
-            raise ValueError(f"a_init must be one of {A_INITS}, got {a_init!r}")
+            raise InputError(f"a_init must be one of {A_INITS}, got {a_init!r}")
         self.width, self.n_blocks, self.c, self.a_init = width, n_blocks, c, a_init
         self.a_param = nn.Parameter(torch.empty(width))
         self.input_gate = BlockDiagonalLinear(width, n_blocks)
@@ -121,19 +122,19 @@ class RGLRUBlock(Mixer):
         super().__init__(d_model)
         d_rnn = d_model if d_rnn is None else d_rnn
         if not isinstance(d_rnn, int) or isinstance(d_rnn, bool) or d_rnn <= 0:
-            raise ValueError(f"d_rnn must be a positive int (the recurrence width D_RNN), got {d_rnn!r}")
+            raise InputError(f"d_rnn must be a positive int (the recurrence width D_RNN), got {d_rnn!r}")
         if n_blocks is None:
             n_blocks = math.gcd(d_rnn, 16)  # the paper's 16 blocks when D_RNN allows it
         if not isinstance(n_blocks, int) or isinstance(n_blocks, bool) or n_blocks <= 0 or d_rnn % n_blocks:
-            raise ValueError(
+            raise InputError(
                 f"n_blocks must be a positive int dividing d_rnn={d_rnn} (block-diagonal gates), got {n_blocks!r}"
             )
         if not isinstance(conv_width, int) or conv_width < 1:
-            raise ValueError(f"conv_width must be a positive int, got {conv_width!r}")
+            raise InputError(f"conv_width must be a positive int, got {conv_width!r}")
         if not c > 0:
-            raise ValueError(f"c must be positive (a_t = a^(c r_t)), got {c!r}")
+            raise InputError(f"c must be positive (a_t = a^(c r_t)), got {c!r}")
         if a_init not in A_INITS:
-            raise ValueError(f"a_init must be one of {A_INITS}, got {a_init!r}")
+            raise InputError(f"a_init must be one of {A_INITS}, got {a_init!r}")
         self.d_rnn, self.n_blocks, self.conv_width = d_rnn, n_blocks, conv_width
         self.final_w_init_variance_scale = final_w_init_variance_scale
         self.linear_y = nn.Linear(d_model, d_rnn)
@@ -164,17 +165,17 @@ class RGLRUBlock(Mixer):
 
     def _check_state(self, x: torch.Tensor, state) -> None:
         if not isinstance(state, RGLRUState):
-            raise TypeError(
+            raise InputError(
                 f"rglru: state must be an RGLRUState returned by a previous call, got {type(state).__name__}"
             )
         B = x.shape[0]
         if tuple(state.conv.shape) != (B, self.conv_width - 1, self.d_rnn):
-            raise ValueError(
+            raise InputError(
                 f"rglru: state.conv must have shape ({B}, {self.conv_width - 1}, {self.d_rnn}), "
                 f"got {tuple(state.conv.shape)}"
             )
         if tuple(state.h.shape) != (B, self.d_rnn):
-            raise ValueError(f"rglru: state.h must have shape ({B}, {self.d_rnn}), got {tuple(state.h.shape)}")
+            raise InputError(f"rglru: state.h must have shape ({B}, {self.d_rnn}), got {tuple(state.h.shape)}")
 
     def _forward(self, x: torch.Tensor, state: RGLRUState | None, mode: str, segment_pos: torch.Tensor | None = None):
         if state is not None:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
 from ..ops.slstm import IMPLS, slstm
 from .base import Mixer, register_mixer
@@ -68,20 +69,20 @@ class SLSTM(Mixer):
     ):
         super().__init__(d_model)
         if not isinstance(num_heads, int) or num_heads <= 0 or d_model % num_heads:
-            raise ValueError(f"slstm: num_heads must be a positive int dividing d_model={d_model}, got {num_heads!r}")
+            raise InputError(f"slstm: num_heads must be a positive int dividing d_model={d_model}, got {num_heads!r}")
         if impl not in IMPLS:
-            raise ValueError(f"slstm: impl must be one of {IMPLS}, got {impl!r}")
+            raise InputError(f"slstm: impl must be one of {IMPLS}, got {impl!r}")
         if bias_init not in BIAS_INITS:
-            raise ValueError(f"slstm: bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
+            raise InputError(f"slstm: bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
         if not isinstance(conv_kernel, int) or conv_kernel < 1:
-            raise ValueError(f"slstm: conv_kernel must be a positive int, got {conv_kernel!r}")
+            raise InputError(f"slstm: conv_kernel must be a positive int, got {conv_kernel!r}")
         if not (
             isinstance(num_blocks, int)
             and num_blocks > 0
             and isinstance(block_idx, int)
             and 0 <= block_idx < num_blocks
         ):
-            raise ValueError(
+            raise InputError(
                 f"slstm: need 0 <= block_idx < num_blocks, got block_idx={block_idx!r}, num_blocks={num_blocks!r}"
             )
         H, d = num_heads, d_model // num_heads
@@ -126,17 +127,17 @@ class SLSTM(Mixer):
         if state is None:
             return None
         if not isinstance(state, SLSTMState):
-            raise TypeError(
+            raise InputError(
                 f"slstm: state must be an SLSTMState returned by a previous call, got {type(state).__name__}"
             )
         B, D = x.shape[0], self.d_model
         for name in "hcnm":
             t = getattr(state, name)
             if tuple(t.shape) != (B, D):
-                raise ValueError(f"slstm: state.{name} must have shape ({B}, {D}), got {tuple(t.shape)}")
+                raise InputError(f"slstm: state.{name} must have shape ({B}, {D}), got {tuple(t.shape)}")
         want = (B, self.conv_kernel - 1, D)
         if state.conv is None or tuple(state.conv.shape) != want:
-            raise ValueError(
+            raise InputError(
                 f"slstm: state.conv must have shape {want}, got "
                 f"{None if state.conv is None else tuple(state.conv.shape)}"
             )

@@ -11,6 +11,7 @@ from safetensors.torch import load_file, load_model, save_model
 from torch import nn
 
 from ..blocks import BLOCKS, make_norm
+from ..errors import InputError, MissingFileError
 from .config import ModelConfig
 
 CONFIG_NAME = "config.json"
@@ -31,14 +32,14 @@ class SeqzooModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         if not isinstance(config, ModelConfig):
-            raise TypeError(f"config must be a seqzoo.ModelConfig, got {type(config).__name__}")
+            raise InputError(f"config must be a seqzoo.ModelConfig, got {type(config).__name__}")
         if config.block not in BLOCKS:
-            raise ValueError(f"unknown block {config.block!r}; registered blocks: {sorted(BLOCKS)}")
+            raise InputError(f"unknown block {config.block!r}; registered blocks: {sorted(BLOCKS)}")
         self.config = config
         if self.causal_stack:
             bert_only = [k for k in ENCODER_ONLY_FIELDS if getattr(config, k)]
             if bert_only:
-                raise ValueError(
+                raise InputError(
                     f"ModelConfig fields {bert_only} are for the bidirectional Encoder only "
                     f"({type(self).__name__} is causal)"
                 )
@@ -56,13 +57,13 @@ class SeqzooModel(nn.Module):
             torch.int16,
             torch.uint8,
         ):
-            raise TypeError(
+            raise InputError(
                 f"input_ids must be an integer tensor of shape (B, T), got {getattr(input_ids, 'dtype', type(input_ids))}"
             )
         if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
+            raise InputError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
         if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
-            raise ValueError(
+            raise InputError(
                 f"input_ids must lie in [0, vocab_size={self.config.vocab_size}), got range "
                 f"[{int(input_ids.min())}, {int(input_ids.max())}]"
             )
@@ -78,18 +79,18 @@ class SeqzooModel(nn.Module):
         re-adds its position embeddings this way.
         """
         if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("pass exactly one of input_ids (B, T) or inputs_embeds (B, T, d_model)")
+            raise InputError("pass exactly one of input_ids (B, T) or inputs_embeds (B, T, d_model)")
         if inputs_embeds is None:
             x = self.embed_tokens(input_ids)
         else:
             if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.d_model:
-                raise ValueError(
+                raise InputError(
                     f"inputs_embeds must have shape (B, T, d_model={self.config.d_model}), "
                     f"got {tuple(inputs_embeds.shape)}"
                 )
             x = inputs_embeds
         if states is not None and len(states) != len(self.blocks):
-            raise ValueError(f"states must hold one entry per layer ({len(self.blocks)}), got {len(states)}")
+            raise InputError(f"states must hold one entry per layer ({len(self.blocks)}), got {len(states)}")
         extra = {} if segment_pos is None else {"segment_pos": segment_pos}
         modes = self.layer_modes(mode)
         new_states = []
@@ -112,10 +113,10 @@ class SeqzooModel(nn.Module):
         if isinstance(mode, dict):
             unknown = set(mode) - {m.name for m in mixers}
             if unknown:
-                raise ValueError(f"mode names mixers {sorted(unknown)} that this model does not use")
+                raise InputError(f"mode names mixers {sorted(unknown)} that this model does not use")
             return [mode.get(m.name) for m in mixers]
         if not any(mode in m.modes for m in mixers):
-            raise ValueError(f"no layer has mode {mode!r}; modes per mixer: { {m.name: m.modes for m in mixers} }")
+            raise InputError(f"no layer has mode {mode!r}; modes per mixer: { {m.name: m.modes for m in mixers} }")
         return [mode if mode in m.modes else None for m in mixers]
 
     # ---------------------------------------------------------------- helpers
@@ -155,11 +156,11 @@ class SeqzooModel(nn.Module):
         cfg_path, w_path = directory / CONFIG_NAME, directory / WEIGHTS_NAME
         index_path = directory / INDEX_NAME  # big models (seqzoo convert) are sharded like transformers'
         if not cfg_path.is_file() or not (w_path.is_file() or index_path.is_file()):
-            raise FileNotFoundError(f"{directory} must contain {CONFIG_NAME} and {WEIGHTS_NAME} (or {INDEX_NAME})")
+            raise MissingFileError(f"{directory} must contain {CONFIG_NAME} and {WEIGHTS_NAME} (or {INDEX_NAME})")
         meta = json.loads(cfg_path.read_text())
         model_type = meta.pop("model_type", cls.model_type)
         if cls.model_type != "base" and model_type != cls.model_type:
-            raise ValueError(f"{directory} holds a {model_type!r} model, not a {cls.model_type!r}")
+            raise InputError(f"{directory} holds a {model_type!r} model, not a {cls.model_type!r}")
         target = cls if cls.model_type != "base" else MODEL_TYPES[model_type]
         model = target(ModelConfig.from_dict({**meta, **overrides}))
         if w_path.is_file():
@@ -177,14 +178,14 @@ def _load_shards(model: nn.Module, directory: Path, index_path: Path, device: st
         part = load_file(str(directory / shard), device=device)
         unexpected = set(model.load_state_dict(part, strict=False).unexpected_keys)
         if unexpected:
-            raise ValueError(f"{directory / shard}: unexpected tensors {sorted(unexpected)}")
+            raise InputError(f"{directory / shard}: unexpected tensors {sorted(unexpected)}")
         seen |= set(part)
         del part
     every = {n for n, _ in model.named_parameters(remove_duplicate=False)}
     tied = every - {n for n, _ in model.named_parameters()}  # second names of shared parameters
     missing = set(model.state_dict()) - seen - tied
     if missing:
-        raise ValueError(f"{index_path}: missing tensors {sorted(missing)}")
+        raise InputError(f"{index_path}: missing tensors {sorted(missing)}")
 
 
 MODEL_TYPES: dict[str, type[SeqzooModel]] = {}

@@ -8,13 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
+
 
 def strict_from_dict(cls, d: dict[str, Any]):
     """Build dataclass ``cls`` from ``d``, refusing unknown keys by name (a typo must not be silently dropped)."""
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = set(d) - known
     if unknown:
-        raise ValueError(f"unknown {cls.__name__} field(s) {sorted(unknown)}; known fields: {sorted(known)}")
+        raise InputError(f"unknown {cls.__name__} field(s) {sorted(unknown)}; known fields: {sorted(known)}")
     return cls(**d)
 
 
@@ -65,21 +67,21 @@ class ModelConfig:
         for name in ("vocab_size", "d_model", "n_layers"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise ValueError(f"ModelConfig.{name} must be a positive int, got {v!r}")
+                raise InputError(f"ModelConfig.{name} must be a positive int, got {v!r}")
         if isinstance(self.pattern, str):
             self.pattern = [self.pattern]
         if not self.pattern or not all(isinstance(p, str) for p in self.pattern):
-            raise ValueError(f"ModelConfig.pattern must be a non-empty list of mixer names, got {self.pattern!r}")
+            raise InputError(f"ModelConfig.pattern must be a non-empty list of mixer names, got {self.pattern!r}")
         if self.pool not in ("mean", "first"):
-            raise ValueError(f"ModelConfig.pool must be 'mean' or 'first', got {self.pool!r}")
+            raise InputError(f"ModelConfig.pool must be 'mean' or 'first', got {self.pool!r}")
         if self.max_positions is not None and (not isinstance(self.max_positions, int) or self.max_positions <= 0):
-            raise ValueError(f"ModelConfig.max_positions must be None or a positive int, got {self.max_positions!r}")
+            raise InputError(f"ModelConfig.max_positions must be None or a positive int, got {self.max_positions!r}")
         if not isinstance(self.type_vocab_size, int) or self.type_vocab_size < 0:
-            raise ValueError(f"ModelConfig.type_vocab_size must be an int >= 0, got {self.type_vocab_size!r}")
+            raise InputError(f"ModelConfig.type_vocab_size must be an int >= 0, got {self.type_vocab_size!r}")
         if self.readd_positions and self.max_positions is None:
-            raise ValueError("ModelConfig.readd_positions needs max_positions (the embeddings to re-add)")
+            raise InputError("ModelConfig.readd_positions needs max_positions (the embeddings to re-add)")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
+            raise InputError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
 
     def layer_mixers(self) -> list[str]:
         """The mixer name of each layer: ``pattern`` repeated and truncated to ``n_layers``."""

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..blocks import make_norm
+from ..errors import InputError
 from .base import MODEL_TYPES, SeqzooModel
 from .config import ModelConfig
 from .lm import lm_loss
@@ -61,26 +62,26 @@ class Encoder(SeqzooModel):
         """Word (or given) embeddings + positions + token types, normed; and the positions to re-add (or None)."""
         x = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
         if x.dim() != 3:
-            raise ValueError(f"inputs_embeds must have shape (B, T, d_model), got {tuple(x.shape)}")
+            raise InputError(f"inputs_embeds must have shape (B, T, d_model), got {tuple(x.shape)}")
         B, T = x.shape[:2]
         pos = None
         if self.pos_embed_table is not None:
             if T > self.config.max_positions:
-                raise ValueError(f"sequence length {T} exceeds ModelConfig.max_positions={self.config.max_positions}")
+                raise InputError(f"sequence length {T} exceeds ModelConfig.max_positions={self.config.max_positions}")
             pos = self.pos_embed_table.weight[:T].unsqueeze(0)  # (1, T, D)
             x = x + pos
         if token_type_ids is not None:
             if self.type_embed is None:
-                raise ValueError(
+                raise InputError(
                     "token_type_ids given but this Encoder has no token-type embeddings "
                     "(ModelConfig.type_vocab_size = 0)"
                 )
             if tuple(token_type_ids.shape) != (B, T):
-                raise ValueError(f"token_type_ids must have shape ({B}, {T}), got {tuple(token_type_ids.shape)}")
+                raise InputError(f"token_type_ids must have shape ({B}, {T}), got {tuple(token_type_ids.shape)}")
             if token_type_ids.numel() and (
                 int(token_type_ids.min()) < 0 or int(token_type_ids.max()) >= self.config.type_vocab_size
             ):
-                raise ValueError(f"token_type_ids must lie in [0, type_vocab_size={self.config.type_vocab_size})")
+                raise InputError(f"token_type_ids must lie in [0, type_vocab_size={self.config.type_vocab_size})")
             x = x + self.type_embed(token_type_ids.long())
         elif self.type_embed is not None:  # BERT's default: every token is of type 0
             x = x + self.type_embed.weight[0]
@@ -92,9 +93,9 @@ class Encoder(SeqzooModel):
         self, input_ids=None, labels=None, inputs_embeds=None, head: str = "mlm", mode=None, token_type_ids=None
     ) -> EncoderOutput:
         if head not in ("mlm", "cls"):
-            raise ValueError(f"head must be 'mlm' or 'cls', got {head!r}")
+            raise InputError(f"head must be 'mlm' or 'cls', got {head!r}")
         if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("pass exactly one of input_ids (B, T) or inputs_embeds (B, T, d_model)")
+            raise InputError("pass exactly one of input_ids (B, T) or inputs_embeds (B, T, d_model)")
         x, readd = self.embed_inputs(input_ids, inputs_embeds, token_type_ids)
         hidden, _ = self.trunk(inputs_embeds=x, mode=mode, after_layer=readd)
         if head == "mlm":
@@ -103,14 +104,14 @@ class Encoder(SeqzooModel):
             loss = lm_loss(logits, labels) if labels is not None else None
         else:
             if self.cls_head is None:
-                raise ValueError("this Encoder has no classification head: set ModelConfig.n_classes")
+                raise InputError("this Encoder has no classification head: set ModelConfig.n_classes")
             if self.pooler is not None:
                 pooled = self.pooler(hidden[:, 0])
             else:
                 pooled = hidden.mean(1) if self.config.pool == "mean" else hidden[:, 0]
             logits = self.cls_head(pooled)
             if labels is not None and labels.shape != logits.shape[:1]:
-                raise ValueError(
+                raise InputError(
                     f"classification labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}"
                 )
             loss = F.cross_entropy(logits.float(), labels.long()) if labels is not None else None

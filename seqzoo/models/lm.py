@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InputError
 from .base import MODEL_TYPES, SeqzooModel
 from .config import ModelConfig
 from .sampling import append_token, sample_next
@@ -29,7 +30,7 @@ class LMOutput:
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over positions whose label is not -100 (computed in fp32)."""
     if labels.shape != logits.shape[:-1]:
-        raise ValueError(
+        raise InputError(
             f"labels must have shape {tuple(logits.shape[:-1])} (aligned with input_ids), got {tuple(labels.shape)}"
         )
     return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten().long(), ignore_index=-100)
@@ -90,9 +91,9 @@ class LanguageModel(SeqzooModel):
         temperature scaling and optional top-k / top-p (nucleus) filtering. Returns ``(B, T + new)``.
         """
         if not self.is_causal:
-            raise ValueError("generate() needs every layer's mixer to be causal; this model has a non-causal mixer")
+            raise InputError("generate() needs every layer's mixer to be causal; this model has a non-causal mixer")
         if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
+            raise InputError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
         if do_sample is None:
             do_sample = temperature > 0
         was_training = self.training

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint as torch_checkpoint
 
-from ..errors import require
+from ..errors import InputError, MissingFileError, require
 from .rmt_backbone import SeqzooBackbone, as_backbone
 from .sampling import append_token
 
@@ -77,7 +77,7 @@ class RMTConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:
-            raise ValueError(f"unknown RMTConfig field(s) {sorted(unknown)}; known fields: {sorted(known)}")
+            raise InputError(f"unknown RMTConfig field(s) {sorted(unknown)}; known fields: {sorted(known)}")
         return cls(**d)
 
 
@@ -107,7 +107,7 @@ def segment_bounds(T: int, L: int, alignment: str) -> list[tuple[int, int]]:
         sizes = [base + (1 if i < extra else 0) for i in range(N)]
         starts = [sum(sizes[:i]) for i in range(N)]
         return [(s, s + n) for s, n in zip(starts, sizes)]
-    raise ValueError(f"segment_alignment must be one of {ALIGNMENTS}, got {alignment!r}")
+    raise InputError(f"segment_alignment must be one of {ALIGNMENTS}, got {alignment!r}")
 
 
 def read_write_mask(m: int, L: int, kind: str, device=None) -> torch.Tensor:
@@ -118,7 +118,7 @@ def read_write_mask(m: int, L: int, kind: str, device=None) -> torch.Tensor:
         mask[:m, :m] = True  # read block bidirectional
         mask[m + L :, m + L :] = True  # write block bidirectional
     elif kind != "causal":
-        raise ValueError(f"attn_mask must be one of {ATTN_MASKS}, got {kind!r}")
+        raise InputError(f"attn_mask must be one of {ATTN_MASKS}, got {kind!r}")
     return mask
 
 
@@ -147,7 +147,7 @@ class RMT(nn.Module):
         elif overrides:
             config = dataclasses.replace(config, **overrides)
         if not isinstance(config, RMTConfig):
-            raise TypeError(f"config must be an RMTConfig, got {type(config).__name__}")
+            raise InputError(f"config must be an RMTConfig, got {type(config).__name__}")
         self.backbone = as_backbone(backbone)
         self.config = self._resolve(config)
         c, bb = self.config, self.backbone
@@ -169,76 +169,76 @@ class RMT(nn.Module):
         causal = bool(bb.causal)
         m, L = c.num_mem_tokens, c.segment_size
         if not _is_int(m) or m < 0:
-            raise ValueError(f"num_mem_tokens must be an int >= 0, got {m!r}")
+            raise InputError(f"num_mem_tokens must be an int >= 0, got {m!r}")
         if not _is_int(L) or L < 1:
-            raise ValueError(f"segment_size must be an int >= 1, got {L!r}")
+            raise InputError(f"segment_size must be an int >= 1, got {L!r}")
         if L <= m:
-            raise ValueError(
+            raise InputError(
                 f"segment_size ({L}) must be larger than num_mem_tokens ({m}): memory must be smaller than a segment"
             )
         placement = c.placement or ("read_write" if causal else "encoder")
         if placement not in PLACEMENTS:
-            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+            raise InputError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         if placement == "encoder" and causal:
-            raise ValueError(
+            raise InputError(
                 "placement='encoder' needs a bidirectional backbone: with a causal backbone the memory "
                 "slots, placed first, cannot see the segment; use placement='read_write'"
             )
         task = c.task or ("lm" if placement == "read_write" else "classification")
         if task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+            raise InputError(f"task must be one of {TASKS}, got {task!r}")
         if task == "lm" and not causal:
-            raise ValueError("task='lm' needs a causal backbone (backbone.causal is False)")
+            raise InputError("task='lm' needs a causal backbone (backbone.causal is False)")
         if task == "lm" and placement == "encoder":
-            raise ValueError("task='lm' needs placement='read_write'")
+            raise InputError("task='lm' needs placement='read_write'")
         if task == "classification" and (not _is_int(c.num_labels) or c.num_labels < 2):
-            raise ValueError(f"num_labels must be an int >= 2 for task='classification', got {c.num_labels!r}")
+            raise InputError(f"num_labels must be an int >= 2 for task='classification', got {c.num_labels!r}")
         pool = c.pool or ("cls" if placement == "encoder" else "mean_mem")
         if task == "lm":
             pool = c.pool
         elif pool not in POOLS:
-            raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
+            raise InputError(f"pool must be one of {POOLS}, got {pool!r}")
         if task == "classification" and pool == "cls" and placement != "encoder":
-            raise ValueError(
+            raise InputError(
                 "pool='cls' exists only with placement='encoder'; use 'mean_mem', 'mean_tokens' or 'last_token'"
             )
         if task == "classification" and pool == "mean_mem" and m == 0:
-            raise ValueError("pool='mean_mem' needs num_mem_tokens >= 1")
+            raise InputError("pool='mean_mem' needs num_mem_tokens >= 1")
         if c.loss_segments not in ("last", "all"):
-            raise ValueError(f"loss_segments must be 'last' or 'all', got {c.loss_segments!r}")
+            raise InputError(f"loss_segments must be 'last' or 'all', got {c.loss_segments!r}")
         if c.attn_mask not in ATTN_MASKS:
-            raise ValueError(f"attn_mask must be one of {ATTN_MASKS}, got {c.attn_mask!r}")
+            raise InputError(f"attn_mask must be one of {ATTN_MASKS}, got {c.attn_mask!r}")
         if c.attn_mask == "rmt":
             if placement != "read_write":
-                raise ValueError("attn_mask='rmt' applies to placement='read_write' only")
+                raise InputError("attn_mask='rmt' applies to placement='read_write' only")
             if not getattr(bb, "supports_custom_mask", False):
-                raise ValueError(
+                raise InputError(
                     f"attn_mask='rmt' needs a backbone that accepts an explicit (T, T) mask; "
                     f"{type(bb).__name__} has supports_custom_mask=False (use attn_mask='causal')"
                 )
         if c.memory_positions != "sequential":
-            raise ValueError(
+            raise InputError(
                 f"memory_positions must be 'sequential' (the only layout implemented), got {c.memory_positions!r}"
             )
         align = c.segment_alignment or ("left" if placement == "read_write" else "right")
         if align not in ALIGNMENTS:
-            raise ValueError(f"segment_alignment must be one of {ALIGNMENTS}, got {align!r}")
+            raise InputError(f"segment_alignment must be one of {ALIGNMENTS}, got {align!r}")
         if not _is_int(c.bptt_depth) or c.bptt_depth < -1:
-            raise ValueError(f"bptt_depth must be an int >= -1 (-1 = full BPTT), got {c.bptt_depth!r}")
+            raise InputError(f"bptt_depth must be an int >= -1 (-1 = full BPTT), got {c.bptt_depth!r}")
         require(
             isinstance(c.bptt_keep_first, bool), f"bptt_keep_first must be True or False, got {c.bptt_keep_first!r}"
         )
         if c.checkpoint not in CHECKPOINTS:
-            raise ValueError(f"checkpoint must be one of {CHECKPOINTS}, got {c.checkpoint!r}")
+            raise InputError(f"checkpoint must be one of {CHECKPOINTS}, got {c.checkpoint!r}")
         if c.carry_backbone_state and (c.checkpoint != "none" or placement != "read_write"):
-            raise ValueError("carry_backbone_state=True needs checkpoint='none' and placement='read_write'")
+            raise InputError("carry_backbone_state=True needs checkpoint='none' and placement='read_write'")
         if c.max_n_segments is not None and (not _is_int(c.max_n_segments) or c.max_n_segments < 1):
-            raise ValueError(f"max_n_segments must be None or an int >= 1, got {c.max_n_segments!r}")
+            raise InputError(f"max_n_segments must be None or an int >= 1, got {c.max_n_segments!r}")
         if c.write_init not in ("memory", "learned"):
-            raise ValueError(f"write_init must be 'memory' or 'learned', got {c.write_init!r}")
+            raise InputError(f"write_init must be 'memory' or 'learned', got {c.write_init!r}")
         d = bb.d_model
         if not _is_int(d) or d < 1:
-            raise ValueError(f"backbone.d_model must be a positive int, got {d!r}")
+            raise InputError(f"backbone.d_model must be a positive int, got {d!r}")
         n_special = self._n_special(placement, pool)
         need = L + 2 * m if placement == "read_write" else L + m + n_special
         max_pos = getattr(bb, "max_positions", None)
@@ -248,7 +248,7 @@ class RMT(nn.Module):
                 if placement == "read_write"
                 else "segment_size + num_mem_tokens + specials"
             )
-            raise ValueError(
+            raise InputError(
                 f"{what} = {L} + {m} memory + specials = {need} exceeds the backbone's max_positions={max_pos}"
             )
         if isinstance(bb, SeqzooBackbone):
@@ -260,7 +260,7 @@ class RMT(nn.Module):
                     stacklevel=3,
                 )
         if c.task == "lm" and not hasattr(bb, "lm_head"):
-            raise ValueError("task='lm' needs a backbone with lm_head")
+            raise InputError("task='lm' needs a backbone with lm_head")
         return dataclasses.replace(c, placement=placement, task=task, pool=pool, segment_alignment=align)
 
     def _n_special(self, placement: str, pool: str) -> int:
@@ -280,52 +280,52 @@ class RMT(nn.Module):
             or input_ids.is_complex()
             or input_ids.dtype == torch.bool
         ):
-            raise TypeError(
+            raise InputError(
                 f"input_ids must be an integer tensor of shape (B, T), got {getattr(input_ids, 'dtype', type(input_ids))}"
             )
         if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
+            raise InputError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
         B, T = input_ids.shape
         if T == 0:
-            raise ValueError("input_ids must hold at least one token (T = 0)")
+            raise InputError("input_ids must hold at least one token (T = 0)")
         N = math.ceil(T / c.segment_size)
         if c.max_n_segments is not None and N > c.max_n_segments:
-            raise ValueError(
+            raise InputError(
                 f"input of T={T} tokens needs N={N} segments of segment_size={c.segment_size}, "
                 f"more than max_n_segments={c.max_n_segments}"
             )
         if labels is not None:
             if not isinstance(labels, torch.Tensor) or labels.is_floating_point():
-                raise TypeError("labels must be an integer tensor")
+                raise InputError("labels must be an integer tensor")
             if c.task == "lm":
                 if labels.shape != input_ids.shape:
-                    raise ValueError(
+                    raise InputError(
                         f"labels must have the shape of input_ids {tuple(input_ids.shape)} for task='lm', "
                         f"got {tuple(labels.shape)}"
                     )
             else:
                 if labels.shape != (B,):
-                    raise ValueError(
+                    raise InputError(
                         f"labels must have shape (B,)=({B},) for task='classification', got {tuple(labels.shape)}"
                     )
                 if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= c.num_labels):
-                    raise ValueError(
+                    raise InputError(
                         f"labels must lie in [0, num_labels={c.num_labels}), got range "
                         f"[{int(labels.min())}, {int(labels.max())}]"
                     )
         if labels_mask is not None and (labels_mask.shape != input_ids.shape or labels_mask.dtype != torch.bool):
-            raise ValueError(
+            raise InputError(
                 f"labels_mask must be a bool tensor of shape {tuple(input_ids.shape)}, got "
                 f"{labels_mask.dtype} {tuple(labels_mask.shape)}"
             )
         if attention_mask is not None and attention_mask.shape != input_ids.shape:
-            raise ValueError(
+            raise InputError(
                 f"attention_mask must have shape {tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}"
             )
         if memory is not None:
             m, D = c.num_mem_tokens, self.d_model
             if not isinstance(memory, torch.Tensor) or memory.shape not in ((B, m, D), (m, D)):
-                raise ValueError(
+                raise InputError(
                     f"memory must have shape (B, m, D)=({B}, {m}, {D}) or (m, D)=({m}, {D}), got "
                     f"{tuple(getattr(memory, 'shape', ()))}"
                 )
@@ -498,7 +498,7 @@ class RMT(nn.Module):
         target at t, -100 = unscored); ``shift_labels=True`` takes Hugging Face-style labels (= input_ids) instead."""
         c = self.config
         if head is not None and head != {"lm": "lm", "classification": "cls"}[c.task]:
-            raise ValueError(f"head={head!r} does not match this RMT's task={c.task!r} (use 'cls' for classification)")
+            raise InputError(f"head={head!r} does not match this RMT's task={c.task!r} (use 'cls' for classification)")
         B, _, labels, bounds, count = self._prepare(
             input_ids, labels, labels_mask, attention_mask, memory, shift_labels
         )
@@ -571,10 +571,10 @@ class RMT(nn.Module):
         detached loss. Dropout masks are reproduced by restoring each segment's RNG state.
         """
         if labels is None:
-            raise ValueError("backward_mrbp needs labels")
+            raise InputError("backward_mrbp needs labels")
         c = self.config
         if c.carry_backbone_state:
-            raise ValueError("backward_mrbp does not support carry_backbone_state=True")
+            raise InputError("backward_mrbp does not support carry_backbone_state=True")
         B, _, labels, bounds, count = self._prepare(
             input_ids, labels, labels_mask, attention_mask, memory, shift_labels
         )
@@ -635,11 +635,11 @@ class RMT(nn.Module):
         decoded with the backbone's incremental state; a full tail rolls over into a fresh segment."""
         c = self.config
         if c.task != "lm" or c.placement != "read_write":
-            raise ValueError("generate() needs task='lm' and placement='read_write'")
+            raise InputError("generate() needs task='lm' and placement='read_write'")
         if c.attn_mask != "causal" or c.carry_backbone_state:
-            raise ValueError("generate() supports attn_mask='causal' and carry_backbone_state=False")
+            raise InputError("generate() supports attn_mask='causal' and carry_backbone_state=False")
         if not _is_int(max_new_tokens) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+            raise InputError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
         B, T = self._check_inputs(input_ids, None, None, None, memory)
         L = c.segment_size
         was_training = self.training
@@ -709,7 +709,7 @@ class RMT(nn.Module):
             self.backbone.model if isinstance(self.backbone, SeqzooBackbone) else getattr(self.backbone, "model", None)
         )
         if inner is None or not hasattr(inner, "save_pretrained"):
-            raise TypeError("save_pretrained needs a backbone with save_pretrained (seqzoo or Hugging Face model)")
+            raise InputError("save_pretrained needs a backbone with save_pretrained (seqzoo or Hugging Face model)")
         inner.save_pretrained(directory / "backbone")
         return directory
 
@@ -723,11 +723,11 @@ class RMT(nn.Module):
         directory = Path(directory)
         cfg_path = directory / RMT_CONFIG_NAME
         if not cfg_path.is_file():
-            raise FileNotFoundError(f"{cfg_path} not found")
+            raise MissingFileError(f"{cfg_path} not found")
         backbone = SeqzooModel.from_pretrained(directory / "backbone")
         model = cls(backbone, RMTConfig.from_dict(json.loads(cfg_path.read_text())))
         missing, unexpected = model.load_state_dict(load_file(str(directory / RMT_WEIGHTS_NAME)), strict=False)
         missing = [k for k in missing if not k.startswith("backbone.")]
         if missing or unexpected:
-            raise ValueError(f"RMT weights mismatch: missing {missing}, unexpected {unexpected}")
+            raise InputError(f"RMT weights mismatch: missing {missing}, unexpected {unexpected}")
         return model

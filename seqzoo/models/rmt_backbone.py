@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 REQUIRED_MEMBERS = ("d_model", "causal", "embed", "forward_embeds")
 
 
@@ -42,7 +44,7 @@ class SeqzooBackbone(nn.Module):
         from .base import SeqzooModel
 
         if not isinstance(model, SeqzooModel):
-            raise TypeError(f"SeqzooBackbone wraps a seqzoo LanguageModel or Encoder, got {type(model).__name__}")
+            raise InputError(f"SeqzooBackbone wraps a seqzoo LanguageModel or Encoder, got {type(model).__name__}")
         self.model = model
         self.d_model = model.config.d_model
         self.causal = bool(model.causal_stack) and all(getattr(b.mixer, "causal", False) for b in model.blocks)
@@ -59,16 +61,16 @@ class SeqzooBackbone(nn.Module):
         return_states: bool = False,
     ):
         if attn_mask is not None:
-            raise ValueError("seqzoo backbones do not accept an explicit attn_mask (supports_custom_mask=False)")
+            raise InputError("seqzoo backbones do not accept an explicit attn_mask (supports_custom_mask=False)")
         if key_padding_mask is not None and not bool(key_padding_mask.all()):
-            raise ValueError("seqzoo backbones do not support padded batches (attention_mask with zeros)")
+            raise InputError("seqzoo backbones do not support padded batches (attention_mask with zeros)")
         hidden, new_states = self.model.trunk(inputs_embeds=inputs_embeds, states=states)
         return (hidden, new_states) if return_states else hidden
 
     def lm_head(self, hidden: torch.Tensor) -> torch.Tensor:
         head = getattr(self.model, "lm_head", None)
         if head is None:
-            raise ValueError(f"{type(self.model).__name__} has no LM head; use task='classification'")
+            raise InputError(f"{type(self.model).__name__} has no LM head; use task='classification'")
         logits = head(hidden)
         cap = self.model.config.logit_softcap
         return cap * torch.tanh(logits / cap) if cap is not None else logits
@@ -91,7 +93,7 @@ def as_backbone(backbone: Any) -> Any:
         return HFBackbone(backbone)
     missing = [name for name in REQUIRED_MEMBERS if not hasattr(backbone, name)]
     if missing:
-        raise TypeError(
+        raise InputError(
             f"backbone must accept input embeddings: a seqzoo model, a Hugging Face PreTrainedModel, or an object "
             f"with {REQUIRED_MEMBERS} (seqzoo/models/rmt_backbone.py); {type(backbone).__name__} lacks {missing}"
         )

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 # model types whose attention is bidirectional (encoder placement); everything else is treated as causal
 ENCODER_TYPES = {
     "bert",
@@ -65,9 +67,9 @@ class HFBackbone(nn.Module):
         self.d_model = int(getattr(cfg, "hidden_size", None) or cfg.n_embd)
         emb = inner.get_input_embeddings()
         if emb is None or getattr(emb, "weight", None) is None:
-            raise TypeError(f"{type(inner).__name__} has no input embedding table; RMT needs inputs_embeds support")
+            raise InputError(f"{type(inner).__name__} has no input embedding table; RMT needs inputs_embeds support")
         if emb.weight.shape[1] != self.d_model:
-            raise ValueError(
+            raise InputError(
                 f"the input embedding width {emb.weight.shape[1]} differs from hidden size {self.d_model}; "
                 f"RMT's memory must have the width of both"
             )
@@ -89,7 +91,7 @@ class HFBackbone(nn.Module):
             vocab = emb.weight.shape[0]
             for name in ("cls_token_id", "sep_token_id"):
                 if not 0 <= getattr(self, name) < vocab:
-                    raise ValueError(f"{name}={getattr(self, name)} is outside the vocabulary [0, {vocab})")
+                    raise InputError(f"{name}={getattr(self, name)} is outside the vocabulary [0, {vocab})")
 
     # -------------------------------------------------------------- protocol
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -116,11 +118,11 @@ class HFBackbone(nn.Module):
         return_states: bool = False,
     ):
         if attn_mask is not None:
-            raise ValueError("HFBackbone does not accept an explicit attn_mask (supports_custom_mask=False)")
+            raise InputError("HFBackbone does not accept an explicit attn_mask (supports_custom_mask=False)")
         kwargs: dict[str, Any] = {"inputs_embeds": inputs_embeds}
         if key_padding_mask is not None:
             if states is not None:
-                raise ValueError("key_padding_mask with a KV cache is not supported")
+                raise InputError("key_padding_mask with a KV cache is not supported")
             kwargs["attention_mask"] = key_padding_mask.long()
         if return_states or states is not None:
             kwargs["past_key_values"] = states
@@ -134,7 +136,7 @@ class HFBackbone(nn.Module):
     def lm_head(self, hidden: torch.Tensor) -> torch.Tensor:
         head = self._inner[0].get_output_embeddings()
         if head is None:
-            raise ValueError(f"{type(self._inner[0]).__name__} has no LM head (get_output_embeddings() is None)")
+            raise InputError(f"{type(self._inner[0]).__name__} has no LM head (get_output_embeddings() is None)")
         return head(hidden)
 
 
@@ -150,6 +152,6 @@ def lora_backbone(
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("LoRA needs the optional dependency peft: pip install 'seqzoo[peft]'") from e
     if not isinstance(r, int) or r < 1:
-        raise ValueError(f"r (LoRA rank) must be an int >= 1, got {r!r}")
+        raise InputError(f"r (LoRA rank) must be an int >= 1, got {r!r}")
     cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules)
     return get_peft_model(model, cfg)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import InputError
+
 
 def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
     """Set logits outside the top-k / top-p set to -inf. ``logits (B, V)``."""
     if top_k is not None:
         if top_k <= 0:
-            raise ValueError(f"top_k must be a positive int, got {top_k}")
+            raise InputError(f"top_k must be a positive int, got {top_k}")
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None:
         if not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+            raise InputError(f"top_p must be in (0, 1], got {top_p}")
         sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
         probs = sorted_logits.softmax(-1)
         # drop a token when the mass strictly before it already reaches top_p (the top token always stays)
@@ -22,6 +24,16 @@ def filter_logits(logits: torch.Tensor, top_k: int | None = None, top_p: float |
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
+
+
+def check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    """Refuse sampling parameters out of range, whether or not this step samples (a bad value is never ignored)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
+        raise InputError(f"temperature must be a number >= 0 (0: greedy), got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise InputError(f"top_k must be an int >= 1 (or None), got {top_k!r}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+        raise InputError(f"top_p must be in (0, 1] (or None), got {top_p!r}")
 
 
 def sample_next(
@@ -33,11 +45,10 @@ def sample_next(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """``logits (B, V)`` -> next token ids ``(B,)``."""
+    check_sampling(temperature, top_k, top_p)
     logits = logits.float()
     if not do_sample or temperature == 0:
         return logits.argmax(-1)
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
     probs = filter_logits(logits / temperature, top_k, top_p).softmax(-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 

@@ -15,6 +15,7 @@ import torch
 from einops import rearrange
 from torch import nn
 
+from ..errors import InputError
 from .base import MODEL_TYPES
 from .config import ModelConfig
 from .encoder import Encoder, EncoderOutput
@@ -27,13 +28,13 @@ class VisionClassifier(Encoder):
         ex = config.extra
         for key in ("image_size", "patch_size"):
             if not isinstance(ex.get(key), int) or ex[key] <= 0:
-                raise ValueError(
+                raise InputError(
                     f"ModelConfig.extra[{key!r}] must be a positive int for a VisionClassifier, got {ex.get(key)!r}"
                 )
         if ex["image_size"] % ex["patch_size"]:
-            raise ValueError(f"patch_size={ex['patch_size']} must divide image_size={ex['image_size']}")
+            raise InputError(f"patch_size={ex['patch_size']} must divide image_size={ex['image_size']}")
         if not config.n_classes:
-            raise ValueError("a VisionClassifier needs ModelConfig.n_classes")
+            raise InputError("a VisionClassifier needs ModelConfig.n_classes")
         super().__init__(config)
         self.image_size, self.patch_size = ex["image_size"], ex["patch_size"]
         self.channels, self.max_value = ex.get("channels", 1), float(ex.get("max_value", 1.0))
@@ -50,7 +51,7 @@ class VisionClassifier(Encoder):
         elif pixels.dim() == 4 and pixels.shape[1:] == (C, S, S):
             img = pixels
         else:
-            raise ValueError(
+            raise InputError(
                 f"pixels must have shape (B, {S * S * C}) or (B, {C}, {S}, {S}), got {tuple(pixels.shape)}"
             )
         img = img.to(self.patch_embed.weight.dtype) / self.max_value

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import InputError
+
 
 def rotary_dim(head_dim: int, rope_fraction: float) -> int:
     if not 0.0 <= rope_fraction <= 1.0:
-        raise ValueError(f"rope_fraction must be in [0, 1], got {rope_fraction}")
+        raise InputError(f"rope_fraction must be in [0, 1], got {rope_fraction}")
     rho = int(head_dim * rope_fraction)
     return rho - rho % 2
 

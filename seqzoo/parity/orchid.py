@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from ..errors import InputError
 from ..mixers.orchid import Orchid
 
 CASES = ("type1_circular", "type2_circular", "type1_padded", "type2_sigmoid_abs")
@@ -37,7 +38,7 @@ def orchid_kwargs(meta: dict) -> dict:
     """Map the authors' constructor arguments to ``Orchid`` keyword arguments."""
     kw, ck = meta["constructor_kwargs"], meta["constructor_kwargs"]["conv_kernel"]
     if ck["type"] not in _COND_TYPE:
-        raise ValueError(f"unsupported conditioning type {ck['type']!r} in fixture")
+        raise InputError(f"unsupported conditioning type {ck['type']!r} in fixture")
     return dict(
         d_model=kw["d_model"],
         l_max=kw["l_max"],
@@ -113,7 +114,7 @@ def build_from_case(tensors: dict[str, torch.Tensor], meta: dict, dtype=torch.fl
         if ".implicit_filter." in theirs and theirs.endswith(".freq") and not theirs.endswith(".1.freq"):
             first = theirs.rsplit(".", 2)[0] + ".1.freq"  # every Sin layer lists the one shared tensor
             if not torch.equal(v, official[first]):
-                raise ValueError(f"{theirs} differs from {first}: the Sin frequencies are expected to be shared")
+                raise InputError(f"{theirs} differs from {first}: the Sin frequencies are expected to be shared")
             continue
         if theirs not in names:
             raise KeyError(f"no seqzoo name for the authors' tensor {theirs!r}")

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ..errors import InputError
 from ..mixers.attention import KVCache
 from ..mixers.rglru import RGLRUState
 from ..models.config import ModelConfig
@@ -97,7 +98,7 @@ def model_config_from_griffin(cfg: dict[str, Any]) -> ModelConfig:
     n_layers = cfg.get("num_layers", len(types))
     names = {"RECURRENT": "rglru", "ATTENTION": "local_attention"}
     if any(t not in names for t in types):
-        raise ValueError(f"block_types must be RECURRENT / ATTENTION, got {types}")
+        raise InputError(f"block_types must be RECURRENT / ATTENTION, got {types}")
     config = griffin_config(
         "griffin",
         cfg["vocab_size"],

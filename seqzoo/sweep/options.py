@@ -27,11 +27,11 @@ def _cast(name: str, value: Any, default: Any, where: str) -> Any:
                     return True
                 if value.lower() in ("0", "false", "no"):
                     return False
-                raise ValueError(value)
+                raise InputError(value)
             return bool(value)
         if isinstance(default, int):
             if isinstance(value, float) and not value.is_integer():
-                raise ValueError(value)
+                raise InputError(value)
             return int(value)
         if isinstance(default, float):
             return float(value)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import InputError
 from .base import IGNORE_INDEX, Task, register_task, split_seed
 
 
@@ -27,9 +28,9 @@ from .base import IGNORE_INDEX, Task, register_task, split_seed
 class AssociativeRecall(Task):
     def __init__(self, vocab_size: int = 30, seq_len: int = 64, train_size: int | None = None):
         if not isinstance(vocab_size, int) or vocab_size < 6:
-            raise ValueError(f"vocab_size must be an int >= 6 (2 special tokens + keys + values), got {vocab_size!r}")
+            raise InputError(f"vocab_size must be an int >= 6 (2 special tokens + keys + values), got {vocab_size!r}")
         if not isinstance(seq_len, int) or seq_len < 2 or seq_len % 2:
-            raise ValueError(f"seq_len (the context of T/2 key-value pairs) must be an even int >= 2, got {seq_len!r}")
+            raise InputError(f"seq_len (the context of T/2 key-value pairs) must be an even int >= 2, got {seq_len!r}")
         self.vocab_size, self.context_len, self.train_size = vocab_size, seq_len, train_size
         self.seq_len = seq_len + 2  # model input length: pairs, "=>", query key
         self.n_keys = (vocab_size - 2) // 2

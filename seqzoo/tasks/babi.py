@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InputError, MissingFileError
 from .base import IGNORE_INDEX, Task, register_task
 from .tokenizers import ByteTokenizer, GPT2Tokenizer
 
@@ -70,7 +71,7 @@ def parse_babi(path: str | Path) -> list[QA]:
     """Parse a bAbI file: ``ID sentence`` lines, questions ``ID question<TAB>answer<TAB>support ids``."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"bAbI file not found: {path}")
+        raise MissingFileError(f"bAbI file not found: {path}")
     items: list[QA] = []
     story: list[tuple[int, str]] = []
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -107,7 +108,7 @@ def babi_path(babi_dir: str | Path, task: str, split: str, lang: str = "en-10k")
             warnings.warn(f"{path} is missing; using {alt} (1k training questions)", stacklevel=2)
             return alt
     if not path.is_file():
-        raise FileNotFoundError(f"bAbI file not found: {path}")
+        raise MissingFileError(f"bAbI file not found: {path}")
     return path
 
 
@@ -125,10 +126,10 @@ def babi_items(babi_dir: str, task: str, split: str, lang: str = "en-10k") -> tu
 def noise_files(noise_dir: str | Path) -> list[Path]:
     noise_dir = Path(noise_dir)
     if not noise_dir.is_dir():
-        raise FileNotFoundError(f"noise text folder not found: {noise_dir}")
+        raise MissingFileError(f"noise text folder not found: {noise_dir}")
     files = sorted(p for p in noise_dir.iterdir() if p.suffix == ".txt" and p.name not in SKIP_NOISE_FILES)
     if not files:
-        raise FileNotFoundError(f"no .txt books in {noise_dir}")
+        raise MissingFileError(f"no .txt books in {noise_dir}")
     return files
 
 
@@ -195,17 +196,17 @@ class BabiMemory(Task):
         cache_dir: str | Path | None = None,
     ):
         if task not in TASK_IDS:
-            raise ValueError(f"task must be one of {sorted(TASK_IDS)}, got {task!r}")
+            raise InputError(f"task must be one of {sorted(TASK_IDS)}, got {task!r}")
         if not isinstance(n_segments, int) or n_segments < 1:
-            raise ValueError(f"n_segments must be an int >= 1, got {n_segments!r}")
+            raise InputError(f"n_segments must be an int >= 1, got {n_segments!r}")
         if not isinstance(segment_size, int) or segment_size < 1:
-            raise ValueError(f"segment_size must be an int >= 1, got {segment_size!r}")
+            raise InputError(f"segment_size must be an int >= 1, got {segment_size!r}")
         if head not in ("class", "generate"):
-            raise ValueError(f"head must be 'class' or 'generate', got {head!r}")
+            raise InputError(f"head must be 'class' or 'generate', got {head!r}")
         if placement not in ("segment_start", "uniform"):
-            raise ValueError(f"placement must be 'segment_start' or 'uniform', got {placement!r}")
+            raise InputError(f"placement must be 'segment_start' or 'uniform', got {placement!r}")
         if facts not in ("supporting", "story"):
-            raise ValueError(f"facts must be 'supporting' or 'story', got {facts!r}")
+            raise InputError(f"facts must be 'supporting' or 'story', got {facts!r}")
         data = Path(data_dir) if data_dir is not None else default_data_dir()
         self.babi_dir = Path(babi_dir) if babi_dir is not None else data / "babi" / "tasks_1-20_v1-2"
         self.noise_dir = Path(noise_dir) if noise_dir is not None else data / "gutenberg-nltk"
@@ -218,7 +219,7 @@ class BabiMemory(Task):
         elif tokenizer == "byte":
             self.tok = ByteTokenizer()
         else:
-            raise ValueError(f"tokenizer must be 'gpt2' or 'byte', got {tokenizer!r}")
+            raise InputError(f"tokenizer must be 'gpt2' or 'byte', got {tokenizer!r}")
         self.cache_dir = Path(cache_dir) if cache_dir is not None else Path.home() / ".cache" / "seqzoo" / "babi"
         self.kind = "cls" if head == "class" else "lm"
         self.labels = labels_for(task)
@@ -269,7 +270,7 @@ class BabiMemory(Task):
             return list(raw)
         idx = np.searchsorted(self.vocab, raw)
         if np.any(idx >= len(self.vocab)) or np.any(self.vocab[np.minimum(idx, len(self.vocab) - 1)] != raw):
-            raise ValueError(f"text {text!r} has tokens outside the task's compact vocabulary")
+            raise InputError(f"text {text!r} has tokens outside the task's compact vocabulary")
         return idx.tolist()
 
     def decode(self, ids) -> str:
@@ -280,7 +281,7 @@ class BabiMemory(Task):
     def sample(self, split: str, index: int, seed: int = 0) -> dict[str, Any]:
         """One sample as a dict: input_ids (N·L), label, fact_offsets, fact_segments, labels_mask, answer."""
         if split not in SPLIT_IDS:
-            raise ValueError(f"split must be one of {sorted(SPLIT_IDS)}, got {split!r}")
+            raise InputError(f"split must be one of {sorted(SPLIT_IDS)}, got {split!r}")
         N, L = self.n_segments, self.segment_size
         rng = np.random.default_rng([int(seed), SPLIT_IDS[split], TASK_IDS[self.task], N, L, int(index)])
         if self.task in ("memorize", "detect"):
@@ -301,12 +302,12 @@ class BabiMemory(Task):
         budget = N * L - len(tail)  # facts must end before the tail
         longest = max(len(f) for f in F)
         if len(tail) + longest > L:
-            raise ValueError(
+            raise InputError(
                 f"segment_size={L} is too small: question tail ({len(tail)} tokens) plus the longest fact "
                 f"({longest}) must fit in one segment"
             )
         if nF > budget:
-            raise ValueError(f"facts ({nF} tokens) do not fit in n_segments*segment_size - tail = {budget} tokens")
+            raise InputError(f"facts ({nF} tokens) do not fit in n_segments*segment_size - tail = {budget} tokens")
         if self.task == "memorize":
             starts = [0]
         elif self.placement == "segment_start":
@@ -354,7 +355,7 @@ class BabiMemory(Task):
         """``(inputs (n, N·L), targets)``: targets ``(n,)`` class ids, or ``(n, N·L)`` aligned next-token targets
         (-100 except at the positions that predict the answer tokens and eos)."""
         if not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be an int >= 1, got {n!r}")
+            raise InputError(f"n must be an int >= 1, got {n!r}")
         samples = self.build_samples(n, seed, split)
         x = torch.tensor([s["input_ids"] for s in samples], dtype=torch.long)  # (n, N·L)
         if self.head == "class":
@@ -385,7 +386,7 @@ class BabiMemory(Task):
         import copy
 
         if not isinstance(n_segments, int) or n_segments < 1:
-            raise ValueError(f"n_segments must be an int >= 1, got {n_segments!r}")
+            raise InputError(f"n_segments must be an int >= 1, got {n_segments!r}")
         other = copy.copy(self)
         other.n_segments = n_segments
         other.seq_len = n_segments * self.segment_size

@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 
 import torch
 
+from ..errors import InputError
+
 TASKS: dict[str, type[Task]] = {}
 IGNORE_INDEX = -100
 SPLIT_OFFSETS = {"train": 0, "valid": 1_000_003, "test": 2_000_003}
@@ -21,7 +23,7 @@ SPLIT_OFFSETS = {"train": 0, "valid": 1_000_003, "test": 2_000_003}
 def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
     def wrap(cls):
         if name in TASKS and TASKS[name] is not cls:
-            raise ValueError(f"task {name!r} is already registered")
+            raise InputError(f"task {name!r} is already registered")
         cls.name = name
         TASKS[name] = cls
         return cls
@@ -31,13 +33,13 @@ def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
 
 def build_task(name: str, **kwargs: Any) -> Task:
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
+        raise InputError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
     return TASKS[name](**kwargs)
 
 
 def split_seed(seed: int, split: str) -> int:
     if split not in SPLIT_OFFSETS:
-        raise ValueError(f"split must be one of {sorted(SPLIT_OFFSETS)}, got {split!r}")
+        raise InputError(f"split must be one of {sorted(SPLIT_OFFSETS)}, got {split!r}")
     return seed + SPLIT_OFFSETS[split]
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from ..errors import InputError, MissingFileError
 from .base import Task, register_task, split_seed
 
 FASHION_DIRS = ("/usr/share/dataset-fashion-mnist", "/usr/share/fashion-mnist", "/usr/share/datasets/fashion-mnist")
@@ -45,7 +46,7 @@ def _read_idx(path: Path) -> torch.Tensor:
         data = f.read()
     zero, dtype, ndim = struct.unpack(">HBB", data[:4])
     if zero != 0 or dtype != 0x08:
-        raise ValueError(f"{path} is not an unsigned-byte IDX file")
+        raise InputError(f"{path} is not an unsigned-byte IDX file")
     shape = struct.unpack(">" + "I" * ndim, data[4 : 4 + 4 * ndim])
     return torch.frombuffer(bytearray(data[4 + 4 * ndim :]), dtype=torch.uint8).reshape(shape).long()
 
@@ -55,7 +56,7 @@ def find_fashion_mnist(path: str | Path | None = None) -> Path:
     for c in cands:
         if c.is_dir() and list(c.rglob("train-images-idx3-ubyte.gz")):
             return next(c.rglob("train-images-idx3-ubyte.gz")).parent
-    raise FileNotFoundError(
+    raise MissingFileError(
         f"Fashion-MNIST IDX files not found in {[str(c) for c in cands]}; "
         "apt-get install dataset-fashion-mnist, or pass path="
     )

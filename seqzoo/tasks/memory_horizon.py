@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..errors import InputError
 from .base import Task, register_task, split_seed
 
 
@@ -38,16 +39,16 @@ class MemoryHorizon(Task):
             ("test_size", test_size, 1),
         ):
             if not isinstance(val, int) or isinstance(val, bool) or val < lo:
-                raise ValueError(f"memory_horizon: {name} must be an int >= {lo}, got {val!r}")
+                raise InputError(f"memory_horizon: {name} must be an int >= {lo}, got {val!r}")
         if n_resets > seq_len:
-            raise ValueError(f"memory_horizon: n_resets must be <= seq_len={seq_len}, got {n_resets}")
+            raise InputError(f"memory_horizon: n_resets must be <= seq_len={seq_len}, got {n_resets}")
         modulus = max_output if modulus is None else modulus
         if not isinstance(modulus, int) or not 1 <= modulus <= max_output + 1:
-            raise ValueError(
+            raise InputError(
                 f"memory_horizon: modulus must be an int in [1, max_output + 1 = {max_output + 1}], got {modulus!r}"
             )
         if train_size is not None and (not isinstance(train_size, int) or train_size <= 0):
-            raise ValueError(f"memory_horizon: train_size must be a positive int or None, got {train_size!r}")
+            raise InputError(f"memory_horizon: train_size must be a positive int or None, got {train_size!r}")
         self.seq_len, self.n_resets, self.max_input, self.max_output = seq_len, n_resets, max_input, max_output
         self.modulus, self.train_size, self.test_size = modulus, train_size, test_size
         self.reset_id = max_input + 1
@@ -73,7 +74,7 @@ class MemoryHorizon(Task):
     def build_with_spans(self, n: int, seed: int, split: str = "train"):
         """``(inputs, targets, spans)``, each ``(n, seq_len)`` long; deterministic in (seed, split)."""
         if not isinstance(n, int) or n <= 0:
-            raise ValueError(f"memory_horizon: n must be a positive int, got {n!r}")
+            raise InputError(f"memory_horizon: n must be a positive int, got {n!r}")
         g = torch.Generator().manual_seed(split_seed(seed, split))
         L = self.seq_len
         x = torch.randint(0, self.max_input + 1, (n, L), generator=g)  # (n, L) numbers

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..errors import InputError
 from .base import IGNORE_INDEX, register_task, split_seed
 from .text import TextLM
 
@@ -33,7 +34,7 @@ class MaskedLM(TextLM):
         mask_prob: float = 0.3,
     ):
         if not 0.0 < mask_prob < 1.0:
-            raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
+            raise InputError(f"mask_prob must be in (0, 1), got {mask_prob}")
         super().__init__(path, seq_len, tokenizer, bpe_dir, valid_fraction, test_path, cache_dir)
         self.mask_prob = mask_prob
         self.n_text_tokens = self.tokenizer.vocab_size

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import InputError
 from .base import IGNORE_INDEX, Task, register_task, split_seed
 
 
@@ -29,13 +30,13 @@ class MQAR(Task):
         num_queries = num_pairs if num_queries is None else num_queries
         n_keys = vocab_size // 2 - 1
         if vocab_size < 4:
-            raise ValueError(f"vocab_size must be >= 4, got {vocab_size}")
+            raise InputError(f"vocab_size must be >= 4, got {vocab_size}")
         if not 1 <= num_pairs <= n_keys:
-            raise ValueError(f"num_pairs must be in [1, {n_keys}] for vocab_size={vocab_size}, got {num_pairs}")
+            raise InputError(f"num_pairs must be in [1, {n_keys}] for vocab_size={vocab_size}, got {num_pairs}")
         if not 1 <= num_queries <= num_pairs:
-            raise ValueError(f"num_queries must be in [1, num_pairs={num_pairs}], got {num_queries}")
+            raise InputError(f"num_queries must be in [1, num_pairs={num_pairs}], got {num_queries}")
         if seq_len < 2 * num_pairs + num_queries:
-            raise ValueError(
+            raise InputError(
                 f"seq_len must be >= 2*num_pairs + num_queries = {2 * num_pairs + num_queries}, got {seq_len}"
             )
         self.vocab_size, self.num_pairs, self.seq_len = vocab_size, num_pairs, seq_len

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InputError, MissingFileError
 from .base import Task, register_task, split_seed
 from .tokenizers import make_tokenizer
 
@@ -33,11 +34,11 @@ def resolve_paths(path: str | Path | list) -> list[Path]:
     if p.is_dir():
         files = sorted(f for f in p.iterdir() if f.suffix in TEXT_SUFFIXES and f.name.lower() != "readme.md")
         if not files:
-            raise ValueError(f"no text files ({', '.join(TEXT_SUFFIXES)}) in directory {p}")
+            raise InputError(f"no text files ({', '.join(TEXT_SUFFIXES)}) in directory {p}")
         return files
     if p.is_file():
         return [p]
-    raise FileNotFoundError(f"text path {p} does not exist")
+    raise MissingFileError(f"text path {p} does not exist")
 
 
 def default_cache_dir() -> Path:
@@ -78,11 +79,11 @@ class TextLM(Task):
         cache_dir: str | None = None,
     ):
         if not path:
-            raise ValueError("task 'text' needs path=: a text file, a directory of .txt files, or a list of them")
+            raise InputError("task 'text' needs path=: a text file, a directory of .txt files, or a list of them")
         if not 0.0 < valid_fraction < 1.0:
-            raise ValueError(f"valid_fraction must be in (0, 1), got {valid_fraction}")
+            raise InputError(f"valid_fraction must be in (0, 1), got {valid_fraction}")
         if seq_len < 1:
-            raise ValueError(f"seq_len must be >= 1, got {seq_len}")
+            raise InputError(f"seq_len must be >= 1, got {seq_len}")
         self.path, self.seq_len, self.valid_fraction = path, seq_len, valid_fraction
         self.tokenizer_name, self.bpe_dir, self.test_path, self.cache_dir = tokenizer, bpe_dir, test_path, cache_dir
         self.tokenizer = make_tokenizer(tokenizer, bpe_dir)
@@ -97,7 +98,7 @@ class TextLM(Task):
         )
         for name, toks in self._splits.items():
             if len(toks) < seq_len + 1:
-                raise ValueError(
+                raise InputError(
                     f"the {name} split has {len(toks)} tokens, fewer than seq_len+1={seq_len + 1}; "
                     f"use a shorter seq_len or more text"
                 )
@@ -136,5 +137,5 @@ class TextLM(Task):
         if max_windows is not None:
             n = min(n, max_windows)
         if n == 0:
-            raise ValueError(f"the {split} split ({len(toks)} tokens) is shorter than one window of {T + 1}")
+            raise InputError(f"the {split} split ({len(toks)} tokens) is shorter than one window of {T + 1}")
         return self._windows_at(toks, np.arange(n) * T, T)

@@ -13,6 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError, MissingFileError
+
 
 class ByteTokenizer:
     """UTF-8 bytes as tokens; vocabulary 256."""
@@ -62,7 +64,7 @@ class GPT2Tokenizer:
         directory = Path(directory)
         enc_path, merges_path = directory / "encoder.json", directory / "vocab.bpe"
         if not enc_path.is_file() or not merges_path.is_file():
-            raise FileNotFoundError(f"{directory} must contain encoder.json and vocab.bpe (GPT-2 BPE files)")
+            raise MissingFileError(f"{directory} must contain encoder.json and vocab.bpe (GPT-2 BPE files)")
         self.directory = directory
         self.encoder: dict[str, int] = json.loads(enc_path.read_text(encoding="utf-8"))
         self.decoder = {v: k for k, v in self.encoder.items()}
@@ -119,9 +121,9 @@ def make_tokenizer(kind: str = "byte", bpe_dir: str | Path | None = None):
         return ByteTokenizer()
     if kind == "gpt2":
         if bpe_dir is None:
-            raise ValueError("tokenizer='gpt2' needs bpe_dir: the folder holding encoder.json and vocab.bpe")
+            raise InputError("tokenizer='gpt2' needs bpe_dir: the folder holding encoder.json and vocab.bpe")
         return GPT2Tokenizer(bpe_dir)
-    raise ValueError(f"unknown tokenizer {kind!r}; expected 'byte' or 'gpt2'")
+    raise InputError(f"unknown tokenizer {kind!r}; expected 'byte' or 'gpt2'")
 
 
 def tokenizer_from_spec(spec: dict[str, Any]):

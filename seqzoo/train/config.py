@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import InputError
 from ..models.config import strict_from_dict
 
 
@@ -41,23 +42,23 @@ class TrainConfig:
         for name in ("steps", "batch_size", "grad_accum", "eval_samples", "eval_batch_size", "log_every"):
             v = getattr(self, name)
             if not isinstance(v, int) or v <= 0:
-                raise ValueError(f"TrainConfig.{name} must be a positive int, got {v!r}")
+                raise InputError(f"TrainConfig.{name} must be a positive int, got {v!r}")
         for name in ("warmup_steps", "eval_every", "ckpt_every"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 0:
-                raise ValueError(f"TrainConfig.{name} must be a non-negative int, got {v!r}")
+                raise InputError(f"TrainConfig.{name} must be a non-negative int, got {v!r}")
         if self.lr <= 0:
-            raise ValueError(f"TrainConfig.lr must be > 0, got {self.lr}")
+            raise InputError(f"TrainConfig.lr must be > 0, got {self.lr}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ValueError(f"TrainConfig.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+            raise InputError(f"TrainConfig.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.precision not in ("auto", "fp32", "bf16"):
-            raise ValueError(f"TrainConfig.precision must be 'auto', 'fp32' or 'bf16', got {self.precision!r}")
+            raise InputError(f"TrainConfig.precision must be 'auto', 'fp32' or 'bf16', got {self.precision!r}")
         if self.distributed not in ("auto", "none", "ddp", "fsdp"):
-            raise ValueError(
+            raise InputError(
                 f"TrainConfig.distributed must be 'auto', 'none', 'ddp' or 'fsdp', got {self.distributed!r}"
             )
         if self.batch_size % self.grad_accum:
-            raise ValueError(f"batch_size={self.batch_size} must be divisible by grad_accum={self.grad_accum}")
+            raise InputError(f"batch_size={self.batch_size} must be divisible by grad_accum={self.grad_accum}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..tasks.base import IGNORE_INDEX
 
 
@@ -37,13 +38,13 @@ class Curriculum:
 
     def __post_init__(self):
         if not self.stages or not all(isinstance(n, int) and n >= 1 for n in self.stages):
-            raise ValueError(f"stages must be a non-empty list of ints >= 1, got {self.stages!r}")
+            raise InputError(f"stages must be a non-empty list of ints >= 1, got {self.stages!r}")
         if any(b <= a for a, b in zip(self.stages, self.stages[1:])):
-            raise ValueError(f"stages must be strictly increasing, got {self.stages!r}")
+            raise InputError(f"stages must be strictly increasing, got {self.stages!r}")
         if not isinstance(self.steps_per_stage, int) or self.steps_per_stage < 1:
-            raise ValueError(f"steps_per_stage must be an int >= 1, got {self.steps_per_stage!r}")
+            raise InputError(f"steps_per_stage must be an int >= 1, got {self.steps_per_stage!r}")
         if not isinstance(self.patience, int) or self.patience < 1:
-            raise ValueError(f"patience must be an int >= 1, got {self.patience!r}")
+            raise InputError(f"patience must be an int >= 1, got {self.patience!r}")
 
     @classmethod
     def naive(cls, n_segments: int, total_steps: int) -> Curriculum:

@@ -8,6 +8,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..errors import InputError
+
 
 def world() -> tuple[int, int]:
     """(rank, world_size) of this process; (0, 1) outside torchrun."""
@@ -48,7 +50,7 @@ def wrap_model(model: nn.Module, kind: str, device: torch.device) -> nn.Module:
             fully_shard(block)
         fully_shard(model)
         return model
-    raise ValueError(f"unknown distributed kind {kind!r}")
+    raise InputError(f"unknown distributed kind {kind!r}")
 
 
 def unwrap(model: nn.Module) -> nn.Module:

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from ..errors import InputError
 from ..eval.evaluate import evaluate, forward_logits, scored_loss_sum
 from ..tasks.base import IGNORE_INDEX, Task
 from .checkpoint import CHECKPOINT_NAME, export_model, load_checkpoint, load_optimizer_state, save_checkpoint
@@ -88,6 +89,55 @@ class MetricsLog:
                 f.write(json.dumps(record) + "\n")
 
 
+# training settings that do not change what the weights become: a resumed run may differ in these
+RESUMABLE_CHANGES = ("steps", "out_dir", "resume", "progress", "stop_after", "ckpt_every", "log_every", "eval_every")
+
+
+def _run_files(cfg, task, model) -> dict[str, Any]:
+    """The run's resolved configuration as the JSON files written into its folder."""
+    files = {
+        "train_config.json": cfg.to_dict(),
+        "task.json": {"name": task.name, **task.config()},
+    }
+    if hasattr(unwrap(model), "config") and hasattr(unwrap(model).config, "to_dict"):
+        files["model_config.json"] = unwrap(model).config.to_dict()
+    return json.loads(json.dumps(files, default=str))  # the form they take on disk (tuples -> lists, ...)
+
+
+def check_same_run(out: Path, run_files: dict[str, Any]) -> None:
+    """Refuse to resume a checkpoint written by another run (other model, task or training settings)."""
+    differences = []
+    for name, new in run_files.items():
+        path = out / name
+        if not path.is_file():
+            differences.append(f"{name}: missing in the run folder")
+            continue
+        old = json.loads(path.read_text())
+        for key in sorted(set(old) | set(new)):
+            if name == "train_config.json" and key in RESUMABLE_CHANGES:
+                continue
+            if old.get(key) != new.get(key):
+                differences.append(f"{name.removesuffix('.json')}.{key}: {old.get(key)!r} -> {new.get(key)!r}")
+    if differences:
+        raise InputError(
+            f"{out} holds a checkpoint of another run; resuming needs the same model, task and training settings "
+            f"(only steps may grow). Differences: {'; '.join(differences)}. Pass --no-resume (--overwrite) to "
+            "start fresh in this folder, or choose another --out"
+        )
+
+
+def check_resume(out: Path, cfg: TrainConfig, task: Task, model) -> None:
+    """Before anything is written: ``out``'s checkpoint must come from this run, with no more steps than asked."""
+    check_same_run(out, _run_files(cfg, task, model))
+    # mmap: the step without reading the weights into memory
+    trained = int(torch.load(out / CHECKPOINT_NAME, map_location="cpu", weights_only=False, mmap=True)["step"])
+    if trained > cfg.steps:
+        raise InputError(
+            f"steps={cfg.steps} is fewer than the {trained} steps the checkpoint in {out} has already trained: "
+            "pass steps >= that to extend the run, or --no-resume (--overwrite) to start fresh"
+        )
+
+
 def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]:
     """Train ``model`` on ``task``; returns the final metrics. Writes files to ``cfg.out_dir`` when set."""
     cfg = cfg or TrainConfig()
@@ -99,7 +149,7 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
         kind = "ddp" if launched_by_torchrun() else "none"
     if kind != "none":
         if not launched_by_torchrun():
-            raise ValueError(f"distributed={kind!r} needs a torchrun launch (WORLD_SIZE > 1)")
+            raise InputError(f"distributed={kind!r} needs a torchrun launch (WORLD_SIZE > 1)")
         if device.type == "cuda":
             local = int(__import__("os").environ.get("LOCAL_RANK", 0))
             device = torch.device("cuda", local)
@@ -110,27 +160,29 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     rank, world_size = world()
     per_rank = cfg.batch_size // cfg.grad_accum
     if per_rank % world_size:
-        raise ValueError(f"batch_size/grad_accum={per_rank} must be divisible by the number of processes {world_size}")
+        raise InputError(f"batch_size/grad_accum={per_rank} must be divisible by the number of processes {world_size}")
     micro = per_rank // world_size
     amp = autocast_dtype(cfg.precision, device)
     main = rank == 0
     out = Path(cfg.out_dir) if cfg.out_dir else None
-    if out is not None and main:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-        (out / "task.json").write_text(json.dumps({"name": task.name, **task.config()}, indent=2, default=str) + "\n")
-        if hasattr(unwrap(model), "config"):
-            unwrap(model).config.to_json(out / "model_config.json")
+    ckpt_path = out / CHECKPOINT_NAME if out is not None else None
+    resuming = cfg.resume and ckpt_path is not None and ckpt_path.exists()
+    run_files = _run_files(cfg, task, model)
+    if resuming:  # before anything in the folder is written
+        check_resume(out, cfg, task, model)
 
     torch.manual_seed(cfg.seed)
     model.to(device)
     overrides_map = model.optim_overrides() if hasattr(model, "optim_overrides") else {}
     start_step = 0
-    ckpt_path = out / CHECKPOINT_NAME if out is not None else None
     resume_state = None
-    if cfg.resume and ckpt_path is not None and ckpt_path.exists():
+    if resuming:
         resume_state = load_checkpoint(ckpt_path, model)
         start_step = resume_state["step"]
+    if out is not None and main:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, content in run_files.items():
+            (out / name).write_text(json.dumps(content, indent=2, default=str) + "\n")
     train_model = wrap_model(model, kind, device) if kind != "none" else model
     optimizer = build_optimizer(model, cfg, overrides_map)
     if resume_state is not None:

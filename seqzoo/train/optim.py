@@ -12,6 +12,7 @@ import math
 import torch
 from torch import nn
 
+from ..errors import InputError
 from .config import TrainConfig
 
 
@@ -22,7 +23,7 @@ def param_groups(model: nn.Module, cfg: TrainConfig, overrides: dict[str, dict] 
     known = {n for n, _ in model.named_parameters()}
     stray = set(overrides) - known
     if stray:
-        raise ValueError(f"optimiser overrides name unknown parameters: {sorted(stray)[:5]}")
+        raise InputError(f"optimiser overrides name unknown parameters: {sorted(stray)[:5]}")
     groups: dict[tuple, dict] = {}
     for name, p in model.named_parameters():
         if not p.requires_grad:

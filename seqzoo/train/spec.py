@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ..errors import InputError, MissingFileError
 from ..models import MODEL_TYPES, PRESETS, ModelConfig
 from ..tasks import build_task
 from .config import TrainConfig
@@ -34,7 +35,7 @@ def parse_assignments(items: list[str] | None, what: str = "--set") -> dict[str,
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
-            raise ValueError(f"{what} expects KEY=VALUE, got {item!r}")
+            raise InputError(f"{what} expects KEY=VALUE, got {item!r}")
         key, value = item.split("=", 1)
         out[key.strip()] = parse_value(value)
     return out
@@ -43,14 +44,14 @@ def parse_assignments(items: list[str] | None, what: str = "--set") -> dict[str,
 def load_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"config file {path} does not exist")
+        raise MissingFileError(f"config file {path} does not exist")
     if path.suffix == ".toml":
         import tomllib
 
         return tomllib.loads(path.read_text())
     if path.suffix == ".json":
         return json.loads(path.read_text())
-    raise ValueError(f"config file must be .json or .toml, got {path.name}")
+    raise InputError(f"config file must be .json or .toml, got {path.name}")
 
 
 def apply_dotted(spec: dict[str, Any], assignments: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +60,7 @@ def apply_dotted(spec: dict[str, Any], assignments: dict[str, Any]) -> dict[str,
     for key, value in assignments.items():
         parts = key.split(".")
         if parts[0] not in ("model", "task", "train") or len(parts) < 2:
-            raise ValueError(f"--set keys look like model.X, task.X or train.X; got {key!r}")
+            raise InputError(f"--set keys look like model.X, task.X or train.X; got {key!r}")
         node = spec.setdefault(parts[0], {})
         for p in parts[1:-1]:
             node = node.setdefault(p, {})
@@ -77,7 +78,7 @@ class RunSpec:
     def from_dict(cls, d: dict[str, Any]) -> RunSpec:
         unknown = set(d) - {"model", "task", "train"}
         if unknown:
-            raise ValueError(f"unknown config section(s) {sorted(unknown)}; expected model, task, train")
+            raise InputError(f"unknown config section(s) {sorted(unknown)}; expected model, task, train")
         return cls(dict(d.get("model", {})), dict(d.get("task", {})), dict(d.get("train", {})))
 
     def build(self):
@@ -85,7 +86,7 @@ class RunSpec:
         task_kwargs = dict(self.task)
         task_name = task_kwargs.pop("name", None)
         if not task_name:
-            raise ValueError("the run needs a task: task.name (e.g. --task mqar)")
+            raise InputError("the run needs a task: task.name (e.g. --task mqar)")
         task = build_task(task_name, **task_kwargs)
         train_cfg = TrainConfig.from_dict(self.train)
         torch.manual_seed(train_cfg.seed)  # the initial weights are part of the run: same seed, same model
@@ -94,14 +95,14 @@ class RunSpec:
         model_fields.setdefault("vocab_size", task.vocab_size)
         if preset is not None:
             if preset not in PRESETS:
-                raise ValueError(f"unknown preset {preset!r}; available presets: {sorted(PRESETS)}")
+                raise InputError(f"unknown preset {preset!r}; available presets: {sorted(PRESETS)}")
             config = PRESETS[preset].config(**model_fields)
             kind = PRESETS[preset].kind
         else:
             kind = model_fields.pop("kind", "lm")
             config = ModelConfig.from_dict(model_fields)
         if config.vocab_size < task.vocab_size:
-            raise ValueError(f"model vocab_size={config.vocab_size} is smaller than the task's {task.vocab_size}")
+            raise InputError(f"model vocab_size={config.vocab_size} is smaller than the task's {task.vocab_size}")
         model = MODEL_TYPES[kind](config)
         return model, task, train_cfg
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import InputError
 from ..config import ModelConfig
 
 
@@ -34,7 +35,7 @@ def register_preset(name: str, family: str, description: str, kind: str = "lm"):
 
     def wrap(fn: Callable[[], ModelConfig]):
         if name in PRESETS:
-            raise ValueError(f"preset {name!r} is already registered")
+            raise InputError(f"preset {name!r} is already registered")
         PRESETS[name] = Preset(name, family, description, kind, fn)
         return fn
 
@@ -46,7 +47,7 @@ def build_model(name: str, **overrides: Any):
     from ..base import MODEL_TYPES
 
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; available presets: {sorted(PRESETS)}")
+        raise InputError(f"unknown preset {name!r}; available presets: {sorted(PRESETS)}")
     preset = PRESETS[name]
     return MODEL_TYPES[preset.kind](preset.config(**overrides))
 

@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from ...errors import InputError
 from ...models.config import ModelConfig
 from . import register_preset
 
@@ -40,7 +41,7 @@ def griffin_config(
     """``kind``: ``"griffin"`` (rglru, rglru, local_attention)*, ``"hawk"`` (all rglru) or ``"mqa"`` (global MQA)."""
     pattern = {"griffin": GRIFFIN_PATTERN, "hawk": ["rglru"], "mqa": ["attention"]}
     if kind not in pattern:
-        raise ValueError(f"kind must be one of {sorted(pattern)}, got {kind!r}")
+        raise InputError(f"kind must be one of {sorted(pattern)}, got {kind!r}")
     head_dim = head_dim or d_model // n_heads
     attn = {"n_heads": n_heads, "head_dim": head_dim, "n_kv_heads": 1, "rope_fraction": rope_fraction, "out_bias": True}
     mixer_kwargs = {}

@@ -7,6 +7,7 @@ GPT-2), so there is no position budget; the sizes follow the papers. All are ran
 
 from typing import Any
 
+from ...errors import InputError
 from ...models.config import ModelConfig
 from . import PRESETS, register_preset
 
@@ -84,7 +85,7 @@ def build_rmt(name: str, rmt_overrides: dict[str, Any] | None = None, **model_ov
     from ..rmt import RMT, RMTConfig
 
     if name not in RMT_DEFAULTS:
-        raise ValueError(f"unknown RMT preset {name!r}; available: {sorted(RMT_DEFAULTS)}")
+        raise InputError(f"unknown RMT preset {name!r}; available: {sorted(RMT_DEFAULTS)}")
     preset = PRESETS[name]
     backbone = MODEL_TYPES[preset.kind](preset.config(**model_overrides))
     return RMT(backbone, RMTConfig(**{**RMT_DEFAULTS[name], **(rmt_overrides or {})}))

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from ...errors import InputError
 from ...models.config import ModelConfig
 from . import register_preset
 
@@ -53,7 +54,7 @@ def xlstm_config(
     """NeurIPS xLSTM stack: ``slstm_at`` lists the 0-based sLSTM block indices, every other block is mLSTM."""
     slstm_at = sorted({int(i) for i in slstm_at})
     if any(i < 0 or i >= n_layers for i in slstm_at):
-        raise ValueError(f"slstm_at must hold block indices in [0, {n_layers}), got {slstm_at}")
+        raise InputError(f"slstm_at must hold block indices in [0, {n_layers}), got {slstm_at}")
     pattern = ["slstm" if i in slstm_at else "mlstm" for i in range(n_layers)]
     return ModelConfig(
         vocab_size=vocab_size,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ...errors import InputError
 from ...kernels import float_unfit, note_kernel, want_triton
 from .common import ACTIVATIONS
 from .naive import causal_conv1d_naive
@@ -52,9 +53,9 @@ def causal_conv1d(
     ``impl``: "auto" | "torch" | "naive" | "triton" (module docstring); ``activation``: None | "silu".
     """
     if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+        raise InputError(f"impl must be one of {IMPLS}, got {impl!r}")
     if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        raise InputError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     if impl == "auto":
         impl = "triton" if triton_fits(x, weight, bias, state) else "torch"
     note_kernel("causal_conv1d", impl, x.device)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ...errors import InputError
+
 ACTIVATIONS = (None, "silu")
 
 
@@ -12,14 +14,14 @@ def check(
     x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None, segment_pos: torch.Tensor | None = None
 ) -> int:
     if x.dim() != 3:
-        raise ValueError(f"x must have shape (B, T, C), got {tuple(x.shape)}")
+        raise InputError(f"x must have shape (B, T, C), got {tuple(x.shape)}")
     if weight.dim() != 2 or weight.shape[0] != x.shape[-1]:
-        raise ValueError(f"weight must have shape (C={x.shape[-1]}, k), got {tuple(weight.shape)}")
+        raise InputError(f"weight must have shape (C={x.shape[-1]}, k), got {tuple(weight.shape)}")
     k = weight.shape[1]
     if state is not None and state.shape != (x.shape[0], k - 1, x.shape[-1]):
-        raise ValueError(f"conv state must have shape ({x.shape[0]}, {k - 1}, {x.shape[-1]}), got {tuple(state.shape)}")
+        raise InputError(f"conv state must have shape ({x.shape[0]}, {k - 1}, {x.shape[-1]}), got {tuple(state.shape)}")
     if segment_pos is not None and tuple(segment_pos.shape) != tuple(x.shape[:2]):
-        raise ValueError(f"segment_pos must have shape {tuple(x.shape[:2])} (B, T), got {tuple(segment_pos.shape)}")
+        raise InputError(f"segment_pos must have shape {tuple(x.shape[:2])} (B, T), got {tuple(segment_pos.shape)}")
     return k
 
 

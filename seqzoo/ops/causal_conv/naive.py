@@ -5,13 +5,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ...errors import InputError
 from .common import ACTIVATIONS, check, with_history
 
 
 def causal_conv1d_naive(x, weight, bias=None, state=None, segment_pos=None, activation=None):
     """Reference loop over taps (and, with ``segment_pos``, over time steps and lags); ``activation``: None | "silu"."""
     if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        raise InputError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     y, buf = _causal_conv1d_naive(x, weight, bias, state, segment_pos)
     return (F.silu(y) if activation == "silu" else y), buf
 

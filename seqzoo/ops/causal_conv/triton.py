@@ -30,6 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ...errors import InputError
 from ...kernels import interpreting
 from ...kernels._common import check_float, configs
 from ...kernels.prune import autotune
@@ -458,20 +459,20 @@ def causal_conv1d_triton(
 
     k = check(x, weight, state, segment_pos)
     if activation not in (None, "silu"):
-        raise ValueError(f"activation must be None or 'silu', got {activation!r}")
+        raise InputError(f"activation must be None or 'silu', got {activation!r}")
     if x.shape[1] == 0:
-        raise ValueError("x must have at least one time step (T >= 1)")
+        raise InputError("x must have at least one time step (T >= 1)")
     if not 1 <= k <= MAX_K:
-        raise ValueError(f"the triton causal conv takes kernel sizes 1..{MAX_K}, got k={k}")
+        raise InputError(f"the triton causal conv takes kernel sizes 1..{MAX_K}, got k={k}")
     check_float("x", x), check_float("weight", weight)
     for name, t in (("bias", bias), ("state", state)):
         if t is not None:
             check_float(name, t)
     if bias is not None and tuple(bias.shape) != (x.shape[-1],):
-        raise ValueError(f"bias must have shape ({x.shape[-1]},), got {tuple(bias.shape)}")
+        raise InputError(f"bias must have shape ({x.shape[-1]},), got {tuple(bias.shape)}")
     for name, t in (("weight", weight), ("bias", bias), ("state", state), ("segment_pos", segment_pos)):
         if t is not None and t.device != x.device:
-            raise ValueError(f"{name} is on {t.device}, x on {x.device}")
+            raise InputError(f"{name} is on {t.device}, x on {x.device}")
     T = x.shape[1]
     not_start = None if segment_pos is None else (segment_pos != 0).to(torch.int8).contiguous()
     st = state.contiguous() if (state is not None and k > 1) else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from ...errors import InputError
 from . import fft as _fft
 from . import naive as _naive
 from .fft import rfft
@@ -44,18 +45,18 @@ def fft_size(T: int, padding: str) -> int:
 
 def _check_choice(name: str, value, choices) -> None:
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+        raise InputError(f"{name} must be one of {choices}, got {value!r}")
 
 
 def _check_signal(x) -> None:
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor of shape (B, C, T), got {type(x).__name__}")
+        raise InputError(f"x must be a torch.Tensor of shape (B, C, T), got {type(x).__name__}")
     if not x.is_floating_point():
-        raise TypeError(f"x must be a real floating-point tensor of shape (B, C, T), got dtype {x.dtype}")
+        raise InputError(f"x must be a real floating-point tensor of shape (B, C, T), got dtype {x.dtype}")
     if x.dim() != 3:
-        raise ValueError(f"x must have shape (B, C, T), got {tuple(x.shape)}")
+        raise InputError(f"x must have shape (B, C, T), got {tuple(x.shape)}")
     if x.shape[-1] == 0:
-        raise ValueError(f"x must have at least one time step, got shape {tuple(x.shape)}")
+        raise InputError(f"x must have at least one time step, got shape {tuple(x.shape)}")
 
 
 def fftconv(x: torch.Tensor, h: torch.Tensor, padding: str = "circular", impl: str = "auto") -> torch.Tensor:
@@ -64,19 +65,19 @@ def fftconv(x: torch.Tensor, h: torch.Tensor, padding: str = "circular", impl: s
     _check_choice("padding", padding, PADDINGS)
     _check_choice("impl", impl, IMPLS)
     if not isinstance(h, torch.Tensor) or not h.is_floating_point():
-        raise TypeError(
+        raise InputError(
             f"h must be a real floating-point tensor of shape (C, T) or (B, C, T), got "
             f"{getattr(h, 'dtype', type(h).__name__)}"
         )
     B, C, T = x.shape
     if h.dim() not in (2, 3):
-        raise ValueError(f"h must have shape (C={C}, T={T}) or (B={B}, C={C}, T={T}), got {tuple(h.shape)}")
+        raise InputError(f"h must have shape (C={C}, T={T}) or (B={B}, C={C}, T={T}), got {tuple(h.shape)}")
     if h.shape[-1] != T:
-        raise ValueError(
+        raise InputError(
             f"kernel length mismatch: h has {h.shape[-1]} taps but x has T = {T} steps (zero-pad the kernel to T)"
         )
     if h.shape[-2] != C or (h.dim() == 3 and h.shape[0] != B):
-        raise ValueError(f"h must have shape (C={C}, T={T}) or (B={B}, C={C}, T={T}), got {tuple(h.shape)}")
+        raise InputError(f"h must have shape (C={C}, T={T}) or (B={B}, C={C}, T={T}), got {tuple(h.shape)}")
     if impl == "direct":
         return _naive.direct_conv(x, h, padding)
     return _fft.fft_conv(x, h, padding)
@@ -92,12 +93,12 @@ def spectral_conv(x: torch.Tensor, H: torch.Tensor, n: int, impl: str = "auto") 
     _check_choice("impl", impl, IMPLS)
     B, C, T = x.shape
     if n not in (T, 2 * T):
-        raise ValueError(f"n (FFT size) must be T = {T} (circular) or 2T = {2 * T} (linear), got {n!r}")
+        raise InputError(f"n (FFT size) must be T = {T} (circular) or 2T = {2 * T} (linear), got {n!r}")
     if not isinstance(H, torch.Tensor) or not H.is_complex():
-        raise TypeError(f"H must be a complex spectrum tensor, got {getattr(H, 'dtype', type(H).__name__)}")
+        raise InputError(f"H must be a complex spectrum tensor, got {getattr(H, 'dtype', type(H).__name__)}")
     F = n // 2 + 1
     if H.dim() not in (2, 3) or H.shape[-2:] != (C, F) or (H.dim() == 3 and H.shape[0] != B):
-        raise ValueError(f"H must have shape (C={C}, F={F}) or (B={B}, C={C}, F={F}) for n = {n}, got {tuple(H.shape)}")
+        raise InputError(f"H must have shape (C={C}, F={F}) or (B={B}, C={C}, F={F}) for n = {n}, got {tuple(H.shape)}")
     if impl == "direct":
         return _naive.spectral_conv_naive(x, H, n).to(x.dtype)
     return _fft.spectral_conv(x, H, n)

@@ -16,6 +16,8 @@ import math
 
 import torch
 
+from ...errors import InputError
+
 
 def dft_matrix(n: int, bins: int, dtype=torch.complex128, device=None) -> torch.Tensor:
     """``M (n, bins)`` with ``M[t, w] = exp(-2 pi i w t / n)``, so ``X = x @ M`` is ``rfft(x, n)``."""
@@ -43,7 +45,7 @@ def irfft_naive(X: torch.Tensor, n: int) -> torch.Tensor:
     """
     F = n // 2 + 1
     if X.shape[-1] != F:
-        raise ValueError(f"X must have n//2+1 = {F} bins for n = {n}, got {X.shape[-1]}")
+        raise InputError(f"X must have n//2+1 = {F} bins for n = {n}, got {X.shape[-1]}")
     X = X.clone()
     X[..., 0] = X[..., 0].real.to(X.dtype)
     if n % 2 == 0:
@@ -64,7 +66,7 @@ def direct_conv(x: torch.Tensor, h: torch.Tensor, padding: str = "circular") -> 
     elif padding == "linear":
         taps = h[..., lag.clamp(min=0)] * (lag >= 0).to(h.dtype)  # taps at negative lags are zero
     else:
-        raise ValueError(f"padding must be 'circular' or 'linear', got {padding!r}")
+        raise InputError(f"padding must be 'circular' or 'linear', got {padding!r}")
     return torch.einsum("...ctl,bcl->bct", taps, x) if h.dim() == 2 else torch.einsum("bctl,bcl->bct", taps, x)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ...errors import require
+from ...errors import InputError, require
 from ...kernels import chunk_unfit, float_unfit, note_kernel, want_triton
 from .attention import gateloop_attention, gateloop_attention_unsafe
 from .chunkwise import gateloop_chunkwise
@@ -48,7 +48,7 @@ IMPLS = (
 
 def resolve_impl(T: int, K: int, V: int, impl: str = "auto") -> str:
     if impl not in IMPLS:
-        raise ValueError(f"gateloop_op: impl must be one of {IMPLS}, got {impl!r}")
+        raise InputError(f"gateloop_op: impl must be one of {IMPLS}, got {impl!r}")
     if impl != "auto":
         return impl
     if T == 1:
@@ -59,7 +59,7 @@ def resolve_impl(T: int, K: int, V: int, impl: str = "auto") -> str:
 def gateloop_op(q, k, v, log_mag, phase=None, state=None, impl: str = "auto", chunk_size: int = 64):
     """Dispatch to one implementation after validating every argument (see the module docstring)."""
     if impl not in IMPLS:
-        raise ValueError(f"gateloop_op: impl must be one of {IMPLS}, got {impl!r}")
+        raise InputError(f"gateloop_op: impl must be one of {IMPLS}, got {impl!r}")
     B, T, H, K, V = check_inputs(q, k, v, log_mag, phase, state)
     auto = impl == "auto"
     impl = resolve_impl(T, K, V, impl)

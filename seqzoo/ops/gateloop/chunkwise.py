@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from ...errors import InputError
 from .common import cexp, complex_dtype, prepare, wrap_phase
 
 
@@ -38,7 +39,7 @@ def _exclusive_reverse_cumsum(x: torch.Tensor) -> torch.Tensor:
 def gateloop_chunkwise(q, k, v, log_mag, phase=None, state=None, chunk_size: int = 64):
     """Same inputs / outputs as ``gateloop_naive``; ``chunk_size`` is C."""
     if not isinstance(chunk_size, int) or chunk_size <= 0:
-        raise ValueError(f"gateloop chunkwise: chunk_size must be a positive int, got {chunk_size!r}")
+        raise InputError(f"gateloop chunkwise: chunk_size must be a positive int, got {chunk_size!r}")
     q, k, v, log_mag, phase, state = prepare(q, k, v, log_mag, phase, state)
     cd = complex_dtype(q.dtype)
     B, T, H, K = q.shape

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from ...errors import InputError
+
 
 def compute_dtype(*tensors: torch.Tensor | None) -> torch.dtype:
     """fp64 if any given tensor is fp64 / complex128, else fp32."""
@@ -31,48 +33,48 @@ def check_inputs(q, k, v, log_mag, phase, state, check_magnitude: bool = True) -
     """Validate shapes and dtypes (before any heavy work); returns ``(B, T, H, K, V)``."""
     for name, t in (("q", q), ("k", k), ("v", v), ("log_mag", log_mag)):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"gateloop op: {name} must be a torch.Tensor, got {type(t).__name__}")
+            raise InputError(f"gateloop op: {name} must be a torch.Tensor, got {type(t).__name__}")
         if not t.is_floating_point():
-            raise TypeError(f"gateloop op: {name} must be a real floating-point tensor, got dtype {t.dtype}")
+            raise InputError(f"gateloop op: {name} must be a real floating-point tensor, got dtype {t.dtype}")
     if q.dim() != 4:
-        raise ValueError(f"gateloop op: q must have shape (B, T, H, K), got {tuple(q.shape)}")
+        raise InputError(f"gateloop op: q must have shape (B, T, H, K), got {tuple(q.shape)}")
     B, T, H, K = q.shape
     if T == 0:
-        raise ValueError(f"gateloop op: q must have at least one time step, got shape {tuple(q.shape)}")
+        raise InputError(f"gateloop op: q must have at least one time step, got shape {tuple(q.shape)}")
     if k.shape != q.shape:
-        raise ValueError(
+        raise InputError(
             f"gateloop op: k must have the shape of q (B, T, H, K) = {tuple(q.shape)}, got {tuple(k.shape)}"
         )
     if v.dim() != 4 or v.shape[:3] != (B, T, H):
-        raise ValueError(f"gateloop op: v must have shape (B={B}, T={T}, H={H}, V), got {tuple(v.shape)}")
+        raise InputError(f"gateloop op: v must have shape (B={B}, T={T}, H={H}, V), got {tuple(v.shape)}")
     V = v.shape[3]
     if log_mag.shape != q.shape:
-        raise ValueError(
+        raise InputError(
             f"gateloop op: log_mag must have shape (B, T, H, K) = {tuple(q.shape)}, got {tuple(log_mag.shape)}"
         )
     if phase is not None:
         if not isinstance(phase, torch.Tensor) or not phase.is_floating_point():
-            raise TypeError(
+            raise InputError(
                 f"gateloop op: phase must be a real floating-point tensor or None, got {getattr(phase, 'dtype', type(phase))}"
             )
         if phase.shape != q.shape:
-            raise ValueError(
+            raise InputError(
                 f"gateloop op: phase must have shape (B, T, H, K) = {tuple(q.shape)}, got {tuple(phase.shape)}"
             )
     if state is not None:
         if not isinstance(state, torch.Tensor) or not state.is_complex():
-            raise ValueError(
+            raise InputError(
                 f"gateloop op: state must be a complex tensor of shape (B, H, K, V) = {(B, H, K, V)}, "
                 f"got {getattr(state, 'dtype', type(state).__name__)}"
             )
         if state.shape != (B, H, K, V):
-            raise ValueError(
+            raise InputError(
                 f"gateloop op: state must have shape (B, H, K, V) = {(B, H, K, V)}, got {tuple(state.shape)}"
             )
     if check_magnitude:
         mx = float(log_mag.detach().max())
         if not mx <= 1e-6:  # also catches NaN
-            raise ValueError(
+            raise InputError(
                 f"gateloop op: log_mag = log|a| must be <= 0 (|a| <= 1, a stable recurrence), got max {mx:.3g}"
             )
     return B, T, H, K, V

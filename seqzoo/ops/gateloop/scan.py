@@ -22,6 +22,7 @@ import math
 
 import torch
 
+from ...errors import InputError
 from .common import prepare, transition
 
 
@@ -121,7 +122,7 @@ SCANS = {
 def gateloop_scan(q, k, v, log_mag, phase=None, state=None, impl: str = "two_level"):
     """Same inputs / outputs as ``gateloop_naive``; ``impl`` names the scan algorithm (see ``SCANS``)."""
     if impl not in SCANS:
-        raise ValueError(f"gateloop scan: impl must be one of {sorted(SCANS)}, got {impl!r}")
+        raise InputError(f"gateloop scan: impl must be one of {sorted(SCANS)}, got {impl!r}")
     q, k, v, log_mag, phase, state = prepare(q, k, v, log_mag, phase, state)
     a = transition(log_mag, phase)[..., None]  # (B, T, H, K, 1)
     b = (k[..., :, None] * v[..., None, :]).to(a.dtype)  # (B, T, H, K, V): k_n v_nᵀ

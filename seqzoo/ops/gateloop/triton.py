@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...errors import require
+from ...errors import InputError, require
 from ...kernels import chunk_unfit
 from ...kernels._common import check_float, configs, dot_dtype, next_pow2
 from ...kernels.prune import autotune
@@ -452,29 +452,29 @@ def gla_triton(
     ``backward``: ``"triton"`` (the kernels above) or ``"torch"`` (recompute with ``ops.gateloop.gateloop_chunkwise``).
     """
     if backward not in ("triton", "torch"):
-        raise ValueError(f"gla_triton: backward must be 'triton' or 'torch', got {backward!r}")
+        raise InputError(f"gla_triton: backward must be 'triton' or 'torch', got {backward!r}")
     for name, t in (("q", q), ("k", k), ("v", v), ("log_a", log_a)):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"gla_triton: {name} must be a torch.Tensor")
+            raise InputError(f"gla_triton: {name} must be a torch.Tensor")
         check_float(name, t)
     if q.dim() != 4 or k.shape != q.shape or log_a.shape != q.shape:
-        raise ValueError(
+        raise InputError(
             f"gla_triton: q, k, log_a must share shape (B, T, H, K), got {tuple(q.shape)}, "
             f"{tuple(k.shape)}, {tuple(log_a.shape)}"
         )
     B, T, H, K = q.shape
     if T == 0:
-        raise ValueError("gla_triton: need at least one time step")
+        raise InputError("gla_triton: need at least one time step")
     if v.dim() != 4 or v.shape[:3] != (B, T, H):
-        raise ValueError(f"gla_triton: v must have shape ({B}, {T}, {H}, V), got {tuple(v.shape)}")
+        raise InputError(f"gla_triton: v must have shape ({B}, {T}, {H}, V), got {tuple(v.shape)}")
     V = v.shape[-1]
     if state is not None and (state.shape != (B, H, K, V) or state.is_complex()):
-        raise ValueError(
+        raise InputError(
             f"gla_triton: state must be a real tensor of shape {(B, H, K, V)}, got {state.dtype} {tuple(state.shape)}"
         )
     mx = float(log_a.detach().max())
     if not mx <= 1e-6:
-        raise ValueError(f"gla_triton: log_a must be <= 0 (|a| <= 1), got max {mx:.3g}")
+        raise InputError(f"gla_triton: log_a must be <= 0 (|a| <= 1), got max {mx:.3g}")
     chunk = chunk_size or 16
     unfit = chunk_unfit(chunk)
     require(unfit is None, f"gla_triton: {unfit}")
@@ -502,7 +502,7 @@ def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | 
     sees a real GLA with 2K key dims.
     """
     if state is not None and not state.is_complex():
-        raise ValueError("gateloop_triton: state must be complex (B, H, K, V) as returned by gateloop_op")
+        raise InputError("gateloop_triton: state must be complex (B, H, K, V) as returned by gateloop_op")
     if phase is None:
         S0 = None if state is None else state.real
         if state is not None and bool((state.imag != 0).any()):
@@ -511,7 +511,7 @@ def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | 
             y, S = gla_triton(q, k, v, log_mag, S0, chunk_size, out_dtype=torch.float32)
             return y, torch.complex(S, torch.zeros_like(S))
     if phase.shape != q.shape:
-        raise ValueError(f"gateloop_triton: phase must have shape {tuple(q.shape)}, got {tuple(phase.shape)}")
+        raise InputError(f"gateloop_triton: phase must have shape {tuple(q.shape)}, got {tuple(phase.shape)}")
     theta = torch.remainder(phase.double().cumsum(1) + torch.pi, 2 * torch.pi) - torch.pi  # (B, T, H, K) Θ_t
     theta = theta.float()
     cos, sin = torch.cos(theta), torch.sin(theta)

@@ -8,7 +8,7 @@ Derivations: README.md in this folder.
 
 from __future__ import annotations
 
-from ...errors import require
+from ...errors import InputError, require
 from ...kernels import chunk_unfit, float_unfit, note_kernel, want_triton
 from .chunkwise import mlstm_chunkwise
 from .common import FORGET_GATES, check_inputs, log_forget, zero_state
@@ -26,7 +26,7 @@ def mlstm(
     ``state = (C (B,H,K,V), n (B,H,K), m (B,H))`` or None. Returns ``h (B, T, H, V)`` and the final state
     (float32, or float64 for float64 inputs). q is scaled by K^-1/2 inside (arXiv:2405.04517 §2.3)."""
     if impl not in IMPLS:
-        raise ValueError(f"mlstm: impl must be one of {IMPLS}, got {impl!r}")
+        raise InputError(f"mlstm: impl must be one of {IMPLS}, got {impl!r}")
     if impl == "auto":
         impl = "recurrent" if q.shape[1] == 1 else ("triton" if triton_fits(q, k, v, chunk_size) else "chunkwise")
     note_kernel("mlstm", impl, q.device)

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 
+from ...errors import InputError
 from .common import check_inputs, compute_dtype, log_forget, lower_bound, zero_state
 from .parallel import stable_forget_matrix
 
@@ -72,7 +73,7 @@ def mlstm_chunkwise(q, k, v, i, f, state=None, chunk_size: int = 64, eps: float 
     """``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)`` -> ``h (B, T, H, V)``, final ``(C, n, m)``."""
     B, T, H, K, V = check_inputs(q, k, v, i, f, state, forget_gate, eps)
     if not isinstance(chunk_size, int) or chunk_size <= 0:
-        raise ValueError(f"mlstm: chunk_size must be a positive int, got {chunk_size!r}")
+        raise InputError(f"mlstm: chunk_size must be a positive int, got {chunk_size!r}")
     ct = compute_dtype(q.dtype)
     st = zero_state(B, H, K, V, ct, q.device) if state is None else tuple(s.to(ct) for s in state)
     qs = q.to(ct) * K**-0.5

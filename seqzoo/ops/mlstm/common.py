@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ...errors import InputError
+
 FORGET_GATES = ("sigmoid", "exp")
 _LOG_MAX = {torch.float32: 87.0, torch.float64: 708.0}  # a little below log(finfo.max)
 MLSTMState = tuple  # (C, n, m)
@@ -25,37 +27,37 @@ def log_forget(f: torch.Tensor, forget_gate: str) -> torch.Tensor:
         return F.logsigmoid(f)
     if forget_gate == "exp":
         return f
-    raise ValueError(f"forget_gate must be one of {FORGET_GATES}, got {forget_gate!r}")
+    raise InputError(f"forget_gate must be one of {FORGET_GATES}, got {forget_gate!r}")
 
 
 def check_inputs(q, k, v, i, f, state, forget_gate: str = "sigmoid", eps: float = 1e-6):
     """Validate shapes before any work; returns ``(B, T, H, K, V)``."""
     for name, t in (("q", q), ("k", k), ("v", v), ("i", i), ("f", f)):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-            raise TypeError(f"mlstm: {name} must be a floating-point torch.Tensor, got {getattr(t, 'dtype', type(t))}")
+            raise InputError(f"mlstm: {name} must be a floating-point torch.Tensor, got {getattr(t, 'dtype', type(t))}")
     if q.dim() != 4:
-        raise ValueError(f"mlstm: q must have shape (B, T, H, K), got {tuple(q.shape)}")
+        raise InputError(f"mlstm: q must have shape (B, T, H, K), got {tuple(q.shape)}")
     B, T, H, K = q.shape
     if k.shape != q.shape:
-        raise ValueError(f"mlstm: k must have the shape of q {tuple(q.shape)}, got {tuple(k.shape)}")
+        raise InputError(f"mlstm: k must have the shape of q {tuple(q.shape)}, got {tuple(k.shape)}")
     if v.dim() != 4 or v.shape[:3] != (B, T, H):
-        raise ValueError(f"mlstm: v must have shape ({B}, {T}, {H}, V), got {tuple(v.shape)}")
+        raise InputError(f"mlstm: v must have shape ({B}, {T}, {H}, V), got {tuple(v.shape)}")
     for name, t in (("i", i), ("f", f)):
         if t.shape != (B, T, H):
-            raise ValueError(f"mlstm: gate pre-activation {name} must have shape ({B}, {T}, {H}), got {tuple(t.shape)}")
+            raise InputError(f"mlstm: gate pre-activation {name} must have shape ({B}, {T}, {H}), got {tuple(t.shape)}")
     if forget_gate not in FORGET_GATES:
-        raise ValueError(f"mlstm: forget_gate must be one of {FORGET_GATES}, got {forget_gate!r}")
+        raise InputError(f"mlstm: forget_gate must be one of {FORGET_GATES}, got {forget_gate!r}")
     if not (eps >= 0.0):
-        raise ValueError(f"mlstm: eps must be >= 0, got {eps!r}")
+        raise InputError(f"mlstm: eps must be >= 0, got {eps!r}")
     V = v.shape[-1]
     if state is not None:
         if not isinstance(state, (tuple, list)) or len(state) != 3:
-            raise TypeError("mlstm: state must be a tuple (C, n, m) returned by a previous call")
+            raise InputError("mlstm: state must be a tuple (C, n, m) returned by a previous call")
         C, n, m = state
         want = ((B, H, K, V), (B, H, K), (B, H))
         for name, t, w in zip("Cnm", (C, n, m), want):
             if tuple(t.shape) != w:
-                raise ValueError(f"mlstm: state {name} must have shape {w}, got {tuple(t.shape)}")
+                raise InputError(f"mlstm: state {name} must have shape {w}, got {tuple(t.shape)}")
     return B, T, H, K, V
 
 

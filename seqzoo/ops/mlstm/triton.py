@@ -59,7 +59,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...errors import require
+from ...errors import InputError, require
 from ...kernels import chunk_unfit
 from ...kernels._common import check_float, configs, dot_dtype, interpreting, next_pow2
 from ...kernels.prune import autotune
@@ -618,7 +618,7 @@ def mlstm_triton(
     """
 
     if backward not in ("triton", "torch"):
-        raise ValueError(f"mlstm_triton: backward must be 'triton' or 'torch', got {backward!r}")
+        raise InputError(f"mlstm_triton: backward must be 'triton' or 'torch', got {backward!r}")
     check_inputs(q, k, v, i, f, state, forget_gate, eps)
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_float(name, t)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from ...errors import InputError
 from ...kernels import float_unfit, note_kernel, want_triton
 from .gates import SqrtBoundDerivative, check_rglru_inputs, rglru_gates, sqrt_bound_derivative
 from .naive import acc_dtype, linear_scan_naive, rglru_naive
@@ -32,11 +33,11 @@ def linear_scan(
 ):
     """``a, b (B, T, R)``, ``h0 (B, R)`` -> ``h (B, T, R)``, ``h_T (B, R)`` (accumulation dtype)."""
     if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+        raise InputError(f"impl must be one of {IMPLS}, got {impl!r}")
     if a.shape != b.shape or b.dim() != 3:
-        raise ValueError(f"a and b must both have shape (B, T, R), got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise InputError(f"a and b must both have shape (B, T, R), got {tuple(a.shape)} and {tuple(b.shape)}")
     if h0 is not None and h0.shape != (b.shape[0], b.shape[2]):
-        raise ValueError(f"h0 must have shape ({b.shape[0]}, {b.shape[2]}), got {tuple(h0.shape)}")
+        raise InputError(f"h0 must have shape ({b.shape[0]}, {b.shape[2]}), got {tuple(h0.shape)}")
     if impl == "auto":
         impl = "naive" if b.shape[1] == 1 else ("triton" if triton_fits("linear_scan", b, a) else "scan")
     note_kernel("linear_scan", impl, b.device)
@@ -58,7 +59,7 @@ def rglru(
     """
     check_rglru_inputs(x, gate_x, gate_a, a_param, reset)
     if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+        raise InputError(f"impl must be one of {IMPLS}, got {impl!r}")
     if impl == "auto":
         impl = "naive" if x.shape[1] == 1 else ("triton" if triton_fits("rglru", x, gate_x, gate_a) else "scan")
     note_kernel("rglru", impl, x.device)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ...errors import InputError
 from .naive import acc_dtype
 
 SQRT_GRAD_FLOOR = 1e-6
@@ -20,14 +21,14 @@ SQRT_GRAD_FLOOR = 1e-6
 def check_rglru_inputs(x, gate_x, gate_a, a_param, reset=None) -> None:
     """Shapes of an RG-LRU call (the dispatcher and the Triton kernel both check with this)."""
     if x.dim() != 3:
-        raise ValueError(f"x must have shape (B, T, R), got {tuple(x.shape)}")
+        raise InputError(f"x must have shape (B, T, R), got {tuple(x.shape)}")
     for name, g in (("gate_x", gate_x), ("gate_a", gate_a)):
         if g.shape != x.shape:
-            raise ValueError(f"{name} must have shape {tuple(x.shape)} like x, got {tuple(g.shape)}")
+            raise InputError(f"{name} must have shape {tuple(x.shape)} like x, got {tuple(g.shape)}")
     if a_param.shape != x.shape[-1:]:
-        raise ValueError(f"a_param must have shape ({x.shape[-1]},), got {tuple(a_param.shape)}")
+        raise InputError(f"a_param must have shape ({x.shape[-1]},), got {tuple(a_param.shape)}")
     if reset is not None and (reset.shape != x.shape[:2] or reset.dtype != torch.bool):
-        raise ValueError(
+        raise InputError(
             f"reset must be a bool tensor of shape {tuple(x.shape[:2])}, got {reset.dtype} {tuple(reset.shape)}"
         )
 

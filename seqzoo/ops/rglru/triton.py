@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ...errors import InputError
 from ...kernels._common import check_float, configs
 from ...kernels.prune import autotune
 from .gates import check_rglru_inputs, rglru_gates
@@ -165,13 +166,13 @@ def linear_scan_triton(
     Differentiable in a, b and h0. With a 16-bit ``out_dtype`` the backward reads h_{t-1} rounded to that dtype.
     """
     if a.shape != b.shape or b.dim() != 3:
-        raise ValueError(f"a and b must both have shape (B, T, R), got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise InputError(f"a and b must both have shape (B, T, R), got {tuple(a.shape)} and {tuple(b.shape)}")
     if b.shape[1] == 0:
-        raise ValueError("a, b must have at least one time step (T >= 1)")
+        raise InputError("a, b must have at least one time step (T >= 1)")
     check_float("a", a), check_float("b", b)
     if h0 is not None:
         if h0.shape != (b.shape[0], b.shape[2]):
-            raise ValueError(f"h0 must have shape ({b.shape[0]}, {b.shape[2]}), got {tuple(h0.shape)}")
+            raise InputError(f"h0 must have shape ({b.shape[0]}, {b.shape[2]}), got {tuple(h0.shape)}")
         h0 = h0.float().contiguous()
     out_dtype = out_dtype or torch.float32
     h, hT = LinearScanTriton.apply(a.contiguous(), b.contiguous(), h0, out_dtype)
@@ -183,7 +184,7 @@ def rglru_triton(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0
     ``ops.rglru.rglru`` (y in x's dtype, h_T fp32). ``rglru_fused_triton`` is the fused one-pass version."""
 
     if x.dim() != 3:
-        raise ValueError(f"x must have shape (B, T, R), got {tuple(x.shape)}")
+        raise InputError(f"x must have shape (B, T, R), got {tuple(x.shape)}")
     a, b = rglru_gates(x, gate_x, gate_a, a_param, reset, c)
     return linear_scan_triton(a, b, h0, out_dtype=x.dtype)
 
@@ -409,9 +410,9 @@ def rglru_fused_triton(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float
 
     check_rglru_inputs(x, gate_x, gate_a, a_param, reset)
     if x.shape[1] == 0:
-        raise ValueError("x must have at least one time step")
+        raise InputError("x must have at least one time step")
     if h0 is not None and h0.shape != (x.shape[0], x.shape[2]):
-        raise ValueError(f"h0 must have shape ({x.shape[0]}, {x.shape[2]}), got {tuple(h0.shape)}")
+        raise InputError(f"h0 must have shape ({x.shape[0]}, {x.shape[2]}), got {tuple(h0.shape)}")
     for name, t in (("x", x), ("gate_x", gate_x), ("gate_a", gate_a), ("a_param", a_param)):
         check_float(name, t)
     rs = None if reset is None else reset.to(torch.uint8).contiguous()

@@ -6,6 +6,7 @@ over T; they differ only in how much each step costs. README.md holds the deriva
 
 from __future__ import annotations
 
+from ...errors import InputError
 from .fused import slstm_compiled, slstm_fused
 from .naive import slstm_naive
 
@@ -16,7 +17,7 @@ def slstm(wx, R, state=None, impl: str = "auto"):
     """``wx (B, T, H, 4, d)`` input pre-activations (i, f, z, o; bias included), ``R (H, d, 4, d)``,
     ``state (h, c, n, m)`` each ``(B, H*d)`` or None -> ``h (B, T, H, d)`` and the final state."""
     if impl not in IMPLS:
-        raise ValueError(f"slstm: impl must be one of {IMPLS}, got {impl!r}")
+        raise InputError(f"slstm: impl must be one of {IMPLS}, got {impl!r}")
     if impl == "naive":
         return slstm_naive(wx, R, state)
     if impl == "compiled":

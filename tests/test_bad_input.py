@@ -1,0 +1,121 @@
+"""Bad input on the command line: exit code 2, one line naming the option, no traceback, nothing written.
+
+Each case runs ``seqzoo.cli.main`` in-process. argparse's own refusals (a wrong type for an int option) also exit 2
+through ``SystemExit``; both are accepted. The table covers every subcommand of ``seqzoo --help``.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from seqzoo.cli import main, make_parser
+from seqzoo.errors import InputError, MissingFileError
+
+RUN = "RUN"  # replaced by a real tiny training folder
+OUT = "OUT"  # replaced by an output folder that must stay untouched
+
+CASES = [
+    # (subcommand args, word the message must contain)
+    (["list", "bogus"], "bogus"),
+    (["train", "--model", "no-such-preset", "--task", "mqar", "--out", OUT], "no-such-preset"),
+    (["train", "--model", "attention-tiny", "--task", "no-such-task", "--out", OUT], "no-such-task"),
+    (["train", "--model", "attention-tiny", "--task", "mqar", "--steps", "0", "--out", OUT], "steps"),
+    (["train", "--model", "attention-tiny", "--task", "mqar", "--steps", "-3", "--out", OUT], "steps"),
+    (["train", "--model", "attention-tiny", "--task", "mqar", "--batch-size", "0", "--out", OUT], "batch_size"),
+    (["train", "--model", "attention-tiny", "--task", "mqar", "--lr", "-1", "--out", OUT], "lr"),
+    (["train", "--model", "attention-tiny", "--task", "mqar", "--steps", "two", "--out", OUT], "steps"),
+    (["train", "--model", "attention-tiny", "--task", "mqar", "--model-arg", "d_model=abc", "--out", OUT], "d_model"),
+    (["train", "--model", "attention-tiny", "--task", "mqar", "--task-arg", "num_pairs=-1", "--out", OUT], "num_pairs"),
+    (["train", "--model", "attention-tiny", "--task", "mqar", "--set", "nosection.x=1", "--out", OUT], "nosection"),
+    (["train", "--config", "no/such/config.toml", "--out", OUT], "config"),
+    (["eval", "--run", "no/such/run"], "no/such/run"),
+    (["eval", "--run", RUN, "--samples", "-4"], "--samples"),
+    (["eval", "--run", RUN, "--samples", "0"], "--samples"),
+    (["eval", "--run", RUN, "--batch-size", "0"], "--batch-size"),
+    (["eval", "--run", RUN, "--task", "no-such-task"], "no-such-task"),
+    (["eval", "--run", RUN, "--out", OUT + "/m.json", "--samples", "x"], "samples"),
+    (["generate", "--run", RUN, "--ids", "3,4", "--temperature", "-2"], "temperature"),
+    (["generate", "--run", RUN, "--ids", "3,4", "--temperature", "1", "--top-k", "0"], "top_k"),
+    (["generate", "--run", RUN, "--ids", "3,4", "--temperature", "1", "--top-p", "1.5"], "top_p"),
+    (["generate", "--run", RUN, "--ids", "3,4", "--top-k", "5"], "--top-k"),
+    (["generate", "--run", RUN, "--ids", "3,4", "--max-new-tokens", "0"], "--max-new-tokens"),
+    (["generate", "--run", "no/such/run", "--ids", "3,4"], "no/such/run"),
+    (["zoo", "--steps", "0", "--out", OUT], "steps"),
+    (["zoo", "--procs", "0", "--out", OUT], "procs"),
+    (["zoo", "--models", "no-such-model", "--out", OUT], "no-such-model"),
+    (["zoo", "--probes", "no-such-probe", "--out", OUT], "no-such-probe"),
+    (["zoo", "--suite", "huge", "--out", OUT], "suite"),
+    (["bench", "--mixers", "no-such-mixer", "--lengths", "16", "--out", OUT], "no-such-mixer"),
+    (["bench", "--mixers", "attention", "--modes", "sdpa,bogus", "--lengths", "16", "--out", OUT], "bogus"),
+    (["bench", "--mixers", "attention", "--lengths", "-16", "--out", OUT], "lengths"),
+    (["experiment", "no-such-experiment", "--out", OUT], "no-such-experiment"),
+    (["experiment", "griffin-mqar", "--set", "stepz=3", "--out", OUT], "stepz"),
+    (["convert", "no/such/folder", "--out", OUT], "no/such/folder"),
+    (["kernels", "check", "--targets", "sm_12", "--out", OUT], "sm_12"),
+]
+
+
+def _snapshot(root: Path) -> dict[str, float]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")} if root.exists() else {}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("run")
+    args = ["train", "--model", "attention-tiny", "--task", "mqar", "--task-arg", "num_pairs=2"]
+    args += ["--task-arg", "seq_len=16", "--steps", "1", "--out", str(run), "--no-progress"]
+    assert main(args) == 0
+    return run
+
+
+def test_the_table_covers_every_subcommand():
+    parser = make_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    covered = {args[0] for args, _ in CASES}
+    assert set(sub.choices) <= covered, sorted(set(sub.choices) - covered)
+
+
+@pytest.mark.parametrize("args, word", CASES, ids=[" ".join(a[:4]) for a, _ in CASES])
+def test_bad_input_exits_2_naming_the_option(args, word, tiny_run, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("untouched")
+    before, run_before = _snapshot(out), _snapshot(tiny_run)
+    argv = [str(tiny_run) if a == RUN else a.replace(OUT, str(out)) for a in args]
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own refusal
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert word in err, err
+    assert len([line for line in err.strip().splitlines() if "error" in line]) == 1, err
+    assert _snapshot(out) == before, "files created or changed under --out"
+    assert _snapshot(tiny_run) == run_before, "the run folder was changed"
+
+
+def test_real_bugs_keep_their_traceback(monkeypatch):
+    """Only InputError becomes exit 2: any other exception (a bug) propagates."""
+    import seqzoo.cli as cli
+
+    def boom(args):
+        raise TypeError("a bug, not bad input")
+
+    parser = cli.make_parser()
+    ns = parser.parse_args(["list"])
+    ns.fn = boom
+    monkeypatch.setattr(cli, "make_parser", lambda: type("P", (), {"parse_args": lambda self, argv: ns})())
+    with pytest.raises(TypeError, match="a bug"):
+        cli.main(["list"])
+
+
+def test_input_error_is_a_value_error_and_missing_file_a_file_not_found():
+    assert issubclass(InputError, ValueError) and issubclass(InputError, TypeError)
+    assert issubclass(MissingFileError, InputError) and issubclass(MissingFileError, FileNotFoundError)
+
+
+def test_number_of_cases_in_docs():
+    """docs/foundation.md states how many bad-input cases the table tries."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "foundation.md").read_text()
+    assert f"{len(CASES)} bad-input cases" in text
