@@ -1,16 +1,19 @@
 """GateLoop in chunks (beyond the paper): matmuls inside chunks of C tokens, state passing between them.
 
-Inside one chunk (local positions τ = 1..C, incoming state S), with λ_j = log|a_j| + iθ_j per key dim:
+The complex decay a = e^{log|a| + iθ} on K key dims is a real decay |a| on 2K dims in the rotating frame
+(``common.rotating_frame``: q̂ = [q cos Θ, q sin Θ], k̂ alike, Θ = Σθ; Z = [Re; -Im](e^{-iΘ} S)), so GateLoop is a
+gated linear attention with per-dimension real decay λ_j = log|a_j| <= 0. Inside one chunk (local positions
+τ = 1..C, incoming frame state Z):
 
-    F_τ  = Σ_{j<=τ} λ_j          G_σ = Σ_{σ<j<=C} λ_j          D_τσ = Σ_{σ<j<=τ} λ_j  (σ <= τ)
-    y_τ   = Re((q_τ ⊙ e^{F_τ})ᵀ S) + Σ_{σ<=τ} [Σ_d q_τd k_σd e^{Re D_τσd} cos(Im D_τσd)] v_σ
-    S_out = diag(e^{F_C}) S + Σ_σ (k_σ ⊙ e^{G_σ}) v_σᵀ
+    b_τ = Σ_{j<=τ} λ_j           G_σ = Σ_{σ<j<=C} λ_j
+    y_τ   = (q̂_τ ⊙ e^{b_τ})ᵀ Z + Σ_{σ<=τ} [Σ_d q̂_τd k̂_σd e^{Σ_{σ<j<=τ} λ_jd}] v_σ
+    Z_out = e^{b_C} ⊙ Z + Σ_σ (k̂_σ ⊙ e^{G_σ}) v_σᵀ
 
-All exponents have real part <= 0 (no overflow). D is built as segment sums (cumsum down the rows of the
-strictly-lower masked C×C matrix), never as differences of cumulative sums, and phases stay chunk-local
-(θ wrapped into [-π, π) first), so fp32 keeps ~1e-6 relative accuracy at any T. Work is linear in T:
-O(T·C·(K+V) + T·K·V) per head; memory O(B·T·C·H·K) for the intra-chunk decays.
-Pad tokens (k = q = v = 0, log|a| = 0, θ = 0) write nothing and do not decay the state.
+The intra-chunk scores are ``scores.decayed_scores`` (hierarchical matmuls, every factor <= 1); each chunk is
+padded to the next power of two P >= C with tokens that neither write nor decay. Every exponent is a sum of
+λ <= 0 (no overflow, and no difference of cumulative sums, so fp32 keeps ~1e-6 relative accuracy at any T and
+any decay strength). Work per head: O(T·C·K) matmul flops + O(T·K·V) for the states, O(T·K·log C)
+exponentials; the states entering the chunks come from one sequential loop over the T/C chunks.
 """
 
 from __future__ import annotations
@@ -18,62 +21,69 @@ from __future__ import annotations
 import torch
 
 from ...errors import InputError
-from .common import cexp, complex_dtype, prepare, wrap_phase
+from .common import frame_state, prepare, rotating_frame, unframe_state
+from .scores import decayed_scores, exclusive_reverse_cumsum
 
 
-def _segment_sums(x: torch.Tensor) -> torch.Tensor:
-    """``x (B, N, C, H, K)`` -> ``D (B, N, C, C, H, K)`` with D[τ, σ] = Σ_{σ<j<=τ} x_j (0 for σ >= τ)."""
-    C = x.shape[2]
-    strict = torch.ones(C, C, dtype=torch.bool, device=x.device).tril(-1)[:, :, None, None]  # [τ, σ]: τ > σ
-    X = x[:, :, :, None].expand(*x.shape[:3], C, *x.shape[3:])  # X[τ, σ] = x_τ
-    X = X.masked_fill(~strict, 0.0)
-    return X.cumsum(dim=2)  # sum over rows j <= τ of x_j [j > σ]
+def _next_pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
 
 
-def _exclusive_reverse_cumsum(x: torch.Tensor) -> torch.Tensor:
-    """G_σ = Σ_{σ<j<=C} x_j along dim 2: reverse cumsum of the sequence shifted by one (no subtraction)."""
-    shifted = torch.cat([x[:, :, 1:], torch.zeros_like(x[:, :, :1])], dim=2)  # x_{σ+1}, ..., x_C, 0
-    return shifted.flip(2).cumsum(2).flip(2)
+def _to_blocks(x: torch.Tensor, N: int, C: int, P: int) -> torch.Tensor:
+    """``(B, H, T, *rest)`` -> ``(B, H, N, P, *rest)``: zero-pad T to N·C, cut into chunks of C, zero-pad each to P
+    (a view when T = N·C and C = P)."""
+    B, H, T = x.shape[:3]
+    rest = x.shape[3:]
+    if N * C > T:
+        x = torch.cat([x, x.new_zeros(B, H, N * C - T, *rest)], dim=2)
+    x = x.reshape(B, H, N, C, *rest)
+    if P > C:
+        x = torch.cat([x, x.new_zeros(B, H, N, P - C, *rest)], dim=3)
+    return x
 
 
-def gateloop_chunkwise(q, k, v, log_mag, phase=None, state=None, chunk_size: int = 64):
-    """Same inputs / outputs as ``gateloop_naive``; ``chunk_size`` is C."""
-    if not isinstance(chunk_size, int) or chunk_size <= 0:
-        raise InputError(f"gateloop chunkwise: chunk_size must be a positive int, got {chunk_size!r}")
-    q, k, v, log_mag, phase, state = prepare(q, k, v, log_mag, phase, state)
-    cd = complex_dtype(q.dtype)
-    B, T, H, K = q.shape
+def frame_chunkwise(qh, kh, v, lam, Z0=None, chunk_size: int = 64, sum_dtype=None):
+    """The real chunkwise core, heads first: ``qh, kh (B, H, T, R, K)``, ``v (B, H, T, V)``, ``lam (B, H, T, K)``
+    (<= 0), frame state ``Z0 (B, H, R·K, V)`` or None -> ``y (B, H, T, V)`` and ``Z (B, H, R·K, V)`` (equations in
+    the module docstring)."""
+    B, H, T, R, K = qh.shape
     V = v.shape[-1]
     C = min(chunk_size, T)
     N = -(-T // C)
-    pad = N * C - T
-    phase = wrap_phase(phase)
-    if pad:
-        q, k, log_mag, phase = (torch.cat([t, t.new_zeros(B, pad, H, K)], dim=1) for t in (q, k, log_mag, phase))
-        v = torch.cat([v, v.new_zeros(B, pad, H, V)], dim=1)
-    # (B, N*C, H, X) -> (B, N, C, H, X)
-    q, k, log_mag, phase = (t.reshape(B, N, C, H, K) for t in (q, k, log_mag, phase))
-    v = v.reshape(B, N, C, H, V)
+    P = _next_pow2(C)
+    qb, kb = _to_blocks(qh, N, C, P), _to_blocks(kh, N, C, P)  # (B, H, N, P, R, K)
+    vb, lb = _to_blocks(v, N, C, P), _to_blocks(lam, N, C, P)  # (B, H, N, P, V), (B, H, N, P, K)
 
-    # intra-chunk: A_τσ = Σ_d q_τd k_σd e^{Re D} cos(Im D), the exponent masked to -inf above the diagonal
-    causal = torch.ones(C, C, dtype=torch.bool, device=q.device).tril()[:, :, None, None]  # [τ, σ]: σ <= τ
-    D_re = _segment_sums(log_mag).masked_fill(~causal, float("-inf"))  # (B, N, C, C, H, K)
-    D_im = _segment_sums(phase)
-    W = torch.exp(D_re) * torch.cos(D_im)
-    A = torch.einsum("bnthk,bnshk,bntshk->bnhts", q, k, W)  # (B, N, H, C, C)
-    y = torch.einsum("bnhts,bnshv->bnthv", A, v)  # (B, N, C, H, V)
+    A = decayed_scores(qb, kb, lb, sum_dtype=sum_dtype)  # (B, H, N, P, P)
+    y = A @ vb  # intra-chunk part
 
-    # chunk summaries: what a chunk writes (U) and how it decays an incoming state (P)
-    G = cexp(_exclusive_reverse_cumsum(log_mag), _exclusive_reverse_cumsum(phase))  # (B,N,C,H,K)
-    U = torch.einsum("bnshk,bnshv->bnhkv", k * G, v.to(cd))  # (B, N, H, K, V)
-    F = cexp(log_mag.cumsum(2), phase.cumsum(2))  # (B, N, C, H, K): e^{F_τ}
-    P = F[:, :, -1]  # (B, N, H, K)
-
-    S = state if state is not None else torch.zeros(B, H, K, V, dtype=cd, device=q.device)
+    b = lb.cumsum(-2)  # (B, H, N, P, K) within-chunk prefix sums
+    q_in = (qb * b.exp()[..., None, :]).flatten(-2)  # (B, H, N, P, R·K): reads the incoming state
+    k_out = (kb * exclusive_reverse_cumsum(lb, -2).exp()[..., None, :]).flatten(-2)  # writes the outgoing state
+    U = k_out.transpose(-1, -2) @ vb  # (B, H, N, R·K, V)
+    decay = b[..., -1, :].exp()[..., None, :].expand(B, H, N, R, K).reshape(B, H, N, R * K, 1)
+    Z = Z0 if Z0 is not None else vb.new_zeros(B, H, R * K, V)
     starts = []
-    for n in range(N):  # sequential state passing over the T/C chunks
-        starts.append(S)
-        S = P[:, n, :, :, None] * S + U[:, n]
-    S_in = torch.stack(starts, dim=1)  # (B, N, H, K, V): state entering each chunk
-    y = y + torch.einsum("bnthk,bnhkv->bnthv", q * F, S_in).real  # inter-chunk term Re((q ⊙ e^F)ᵀ S)
-    return y.reshape(B, N * C, H, V)[:, :T], S
+    # sequential state passing over the T/C chunks; unbind, not U[:, :, n]: the backward of N separate slices
+    # would zero-fill N full-size gradients (O(N²) memory traffic)
+    for decay_n, U_n in zip(decay.unbind(2), U.unbind(2)):
+        starts.append(Z)
+        Z = decay_n * Z + U_n
+    y = y + q_in @ torch.stack(starts, dim=2)  # inter-chunk part (B, H, N, P, V)
+    return y[:, :, :, :C].reshape(B, H, N * C, V)[:, :, :T], Z
+
+
+def gateloop_chunkwise(q, k, v, log_mag, phase=None, state=None, chunk_size: int = 64):
+    """Same inputs / outputs as ``gateloop_naive``; ``chunk_size`` is C (any positive int)."""
+    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size <= 0:
+        raise InputError(f"gateloop chunkwise: chunk_size must be a positive int, got {chunk_size!r}")
+    real = phase is None
+    q, k, v, log_mag, phase, state = prepare(q, k, v, log_mag, phase, state)
+    # heads first, (B, H, T, ·): time-axis cumsums and the chunk reshapes then work on contiguous memory
+    q, k, v, log_mag, phase = (t.transpose(1, 2).contiguous() for t in (q, k, v, log_mag, phase))
+    qh, kh, theta = rotating_frame(q, k, None if real else phase, dim=2)
+    R = qh.shape[-2]
+    y, Z = frame_chunkwise(qh, kh, v, log_mag, frame_state(state, R), chunk_size=chunk_size)
+    theta_T = None if theta is None else theta[:, :, -1]
+    total = None if state is None or not real else log_mag.sum(2)  # (B, H, K): decays Im S_0 (R = 1 only)
+    return y.transpose(1, 2), unframe_state(Z, theta_T, state, total)

@@ -104,3 +104,37 @@ def transition(log_mag: torch.Tensor, phase: torch.Tensor) -> torch.Tensor:
 def wrap_phase(phase: torch.Tensor) -> torch.Tensor:
     """Map θ into [-π, π); only e^{iθ} matters, and the gradient is unchanged (d/dθ = 1)."""
     return torch.remainder(phase + torch.pi, 2 * torch.pi) - torch.pi
+
+
+def rotating_frame(q: torch.Tensor, k: torch.Tensor, phase: torch.Tensor | None, dim: int = 1):
+    """Real 2K-dimensional form of the complex decay: ``q̂ = [q cos Θ, q sin Θ]``, ``k̂`` alike, ``(..., R, K)``.
+
+    With Θ_t = Σ_{j<=t} θ_j (over time, axis ``dim``) and the state in the rotating frame
+    Z_t = [Re; -Im](e^{-iΘ_t} S_t) (2K × V, real), the recurrence becomes a real one with decay |a_t| on both
+    halves:  Z_t = |a_t| Z_{t-1} + k̂_t v_tᵀ,  y_t = q̂_tᵀ Z_t,  and  q̂_τ·k̂_σ = Σ_d q_τd k_σd cos(Θ_τd - Θ_σd).
+    Θ is summed in fp64 and wrapped into [-π, π) before cos / sin, so the rotation is exact at any T. Returns
+    ``(q̂, k̂, Θ)``; real transitions (``phase`` None) give R = 1, ``q̂ = q``, ``k̂ = k`` and Θ None.
+    """
+    if phase is None:
+        return q[..., None, :], k[..., None, :], None
+    theta = wrap_phase(phase.double().cumsum(dim)).to(q.dtype)
+    cos, sin = torch.cos(theta), torch.sin(theta)
+    return torch.stack([q * cos, q * sin], dim=-2), torch.stack([k * cos, k * sin], dim=-2), theta
+
+
+def frame_state(state: torch.Tensor | None, R: int) -> torch.Tensor | None:
+    """Complex ``S_0 (B, H, K, V)`` -> the real frame state ``Z_0 (B, H, R·K, V)`` (Θ_0 = 0): ``[Re S_0; -Im S_0]``,
+    or ``Re S_0`` for R = 1 (real transitions never mix Re and Im; ``unframe_state`` decays Im S_0 apart)."""
+    if state is None:
+        return None
+    return torch.cat([state.real, -state.imag], dim=-2) if R == 2 else state.real
+
+
+def unframe_state(Z: torch.Tensor, theta_T, state, total_log_mag: torch.Tensor) -> torch.Tensor:
+    """The frame state ``Z (B, H, R·K, V)`` after the last token -> complex ``S_T = e^{iΘ_T} (Z_top - i Z_bottom)``;
+    for R = 1 (``theta_T`` None) ``S_T = Z + i e^{Σ log|a|} Im S_0``. ``total_log_mag (B, H, K)`` = Σ_t log|a_t|."""
+    if theta_T is not None:
+        K = Z.shape[-2] // 2
+        return cexp(torch.zeros_like(theta_T), theta_T)[..., None] * torch.complex(Z[..., :K, :], -Z[..., K:, :])
+    imag = torch.zeros_like(Z) if state is None else torch.exp(total_log_mag)[..., None] * state.imag
+    return torch.complex(Z, imag)

@@ -1,0 +1,82 @@
+"""Decayed scores of GateLoop (and of any gated linear attention with per-dimension decay) as matmuls.
+
+For one block of P tokens (P a power of two) with real per-dimension decay exponents λ_j <= 0:
+
+    A_τσ = Σ_d q_τd k_σd exp(Σ_{σ<j<=τ} λ_jd)      (σ <= τ; 0 above the diagonal)
+
+``q, k`` carry an extra axis of size R that the decay does not touch (R = 2 holds the phase-rotated cos / sin
+parts, ``rotating_frame`` in common.py), so the sum runs over R·K. A factorisation e^{b_τ}·e^{-b_σ} with
+b = cumsum λ overflows for strong decay, and pairwise exponents cost O(P²·K) elementwise work. Here the matrix
+is split hierarchically: a block of s tokens with midpoint m has its lower-left quadrant (σ < m <= τ) equal to
+
+    Q = (q_τ ⊙ e^{Σ_{m<=j<=τ} λ_j}) (k_σ ⊙ e^{Σ_{σ<j<m} λ_j})ᵀ,
+
+a matmul whose two factors are both <= 1 (every exponent is a sum of λ <= 0: no overflow, and no difference of
+cumulative sums, so no cancellation); the two diagonal halves recurse, down to the single-token diagonal
+q_τ·k_τ. Work: log₂P batched matmuls with O(P²·R·K) flops in all, plus O(P·K·log₂P) exponentials.
+Reference: ``decayed_scores_naive`` (the pairwise exponents, built as segment sums).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...errors import InputError
+
+# quadrants up to this size are a broadcast multiply-and-sum: batched matmuls of tiny matrices cost more on CPU
+_SMALL = 2
+
+
+def exclusive_reverse_cumsum(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``out_σ = Σ_{j>σ} x_j`` along ``dim``: a reverse cumsum of the sequence shifted by one (no subtraction)."""
+    x = x.movedim(dim, -1)
+    shifted = torch.cat([x[..., 1:], torch.zeros_like(x[..., :1])], dim=-1)
+    return shifted.flip(-1).cumsum(-1).flip(-1).movedim(-1, dim)
+
+
+def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, sum_dtype: torch.dtype | None = None):
+    """``q, k (..., P, R, K)``, ``lam (..., P, K)`` (<= 0), P a power of two -> ``A (..., P, P)`` (see the module).
+
+    ``sum_dtype``: dtype of the within-block sums of λ (e.g. float64 for a long single block; the exponentials
+    are then cast back to q's dtype)."""
+    *lead, P, R, K = q.shape
+    if P & (P - 1):
+        raise InputError(f"decayed_scores: the block length P must be a power of two, got {P}")
+    blocks = (q * k).sum((-2, -1))[..., None, None]  # (..., P, 1, 1): the diagonal τ = σ, decay e^0
+    s = 2
+    while s <= P:
+        h = s // 2
+        lam_s = lam.reshape(*lead, P // s, 2, h, K)
+        if sum_dtype is not None:
+            lam_s = lam_s.to(sum_dtype)
+        row = lam_s[..., 1, :, :].cumsum(-2).exp().to(q.dtype)  # e^{Σ_{m<=j<=τ} λ_j}, τ in the second half
+        col = exclusive_reverse_cumsum(lam_s[..., 0, :, :], -2).exp().to(q.dtype)  # e^{Σ_{σ<j<m} λ_j}
+        qs = q.reshape(*lead, P // s, 2, h, R, K)[..., 1, :, :, :] * row[..., None, :]  # (..., P/s, h, R, K)
+        ks = k.reshape(*lead, P // s, 2, h, R, K)[..., 0, :, :, :] * col[..., None, :]
+        if h <= _SMALL:
+            quad = (qs[..., :, None, :, :] * ks[..., None, :, :, :]).sum((-2, -1))  # (..., P/s, h, h)
+        else:
+            quad = qs.flatten(-2) @ ks.flatten(-2).transpose(-1, -2)
+        prev = blocks.reshape(*lead, P // s, 2, h, h)
+        top = torch.cat([prev[..., 0, :, :], torch.zeros_like(quad)], dim=-1)  # (..., P/s, h, s)
+        bottom = torch.cat([quad, prev[..., 1, :, :]], dim=-1)
+        blocks = torch.cat([top, bottom], dim=-2)  # (..., P/s, s, s)
+        s *= 2
+    return blocks.reshape(*lead, P, P)
+
+
+def segment_sums(x: torch.Tensor) -> torch.Tensor:
+    """``x (..., P, K)`` -> ``D (..., P, P, K)`` with D[τ, σ] = Σ_{σ<j<=τ} x_j (0 for σ >= τ), by cumsum down the
+    rows of a strictly-lower masked matrix (no difference of cumulative sums)."""
+    P = x.shape[-2]
+    strict = torch.ones(P, P, dtype=torch.bool, device=x.device).tril(-1)[:, :, None]  # [τ, σ]: τ > σ
+    X = x[..., :, None, :].expand(*x.shape[:-1], P, x.shape[-1]).masked_fill(~strict, 0.0)  # X[τ, σ] = x_τ
+    return X.cumsum(dim=-3)
+
+
+def decayed_scores_naive(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
+    """The reference of ``decayed_scores``: pairwise exponents, O(P²·K) memory; any P."""
+    P = q.shape[-3]
+    causal = torch.ones(P, P, dtype=torch.bool, device=q.device).tril()[:, :, None]
+    W = segment_sums(lam).masked_fill(~causal, float("-inf")).exp()  # (..., P, P, K); exponent masked, not W
+    return torch.einsum("...trk,...srk,...tsk->...ts", q, k, W)
