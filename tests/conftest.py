@@ -26,3 +26,13 @@ def shared():
     if path is None:
         pytest.skip("../shared (data and fixtures) is not beside the repository; set SEQZOO_SHARED")
     return path
+
+
+@pytest.fixture
+def kernels_reset(monkeypatch):
+    """The kernels switch as a fresh process has it: no ``SEQZOO_KERNELS``, no override, nothing logged yet."""
+    from seqzoo.kernels import switch
+
+    monkeypatch.delenv("SEQZOO_KERNELS", raising=False)
+    monkeypatch.setattr(switch, "_override", None)
+    monkeypatch.setattr(switch, "_seen", set())

@@ -7,6 +7,7 @@ and caches. ``test_live_reference`` compares against the installed package on ot
 
 import pytest
 import torch
+from helpers import assert_close_fp32
 
 from seqzoo import LanguageModel
 from seqzoo.mixers import build_mixer
@@ -20,10 +21,6 @@ from seqzoo.parity.recurrentgemma import (
     rglru_state_dict,
     ring_from_linear,
 )
-
-
-def close(actual, expected, **kw):
-    torch.testing.assert_close(actual, expected, **kw)  # fp32 defaults: rtol 1.3e-6, atol 1e-5
 
 
 @pytest.fixture
@@ -48,13 +45,16 @@ def test_rglru_layer(fx):
     x, sp = f["input"]["x"], f["input"]["segment_pos"]
     for mode in ("recurrent", "scan"):
         y, h = m(x, sp == 0, None, mode)
-        close(y, f["output"]["y"])
-        close(h, f["state"]["full.h"])
-    close(m.input_gate(x), f["inter"]["input_gate"])
+        assert_close_fp32(y, f["output"]["y"])
+        assert_close_fp32(h, f["state"]["full.h"])
+    assert_close_fp32(m.input_gate(x), f["inter"]["input_gate"])
     step = lambda x, h, sp: m(x, sp == 0, h, "recurrent")  # noqa: E731
     y_p, h_p, y_d, h_d = run_prefill_decode(step, x, sp, 29)
-    close(y_p, f["output"]["y_prefill"]), close(h_p, f["state"]["prefill.h"])
-    close(y_d, f["output"]["y_decode"]), close(h_d, f["state"]["decode.h"])  # includes a reset at t = 33
+    assert_close_fp32(y_p, f["output"]["y_prefill"]), assert_close_fp32(h_p, f["state"]["prefill.h"])
+    (
+        assert_close_fp32(y_d, f["output"]["y_decode"]),
+        assert_close_fp32(h_d, f["state"]["decode.h"]),
+    )  # includes a reset at t = 33
 
 
 @torch.no_grad()
@@ -65,13 +65,19 @@ def test_recurrent_block(fx):
     x, sp = f["input"]["x"], f["input"]["segment_pos"]
     for mode in m.modes:
         y, s = m(x, segment_pos=sp, mode=mode)
-        close(y, f["output"]["y"])
-        close(s.h, f["state"]["full.rg_lru_state"]), close(s.conv, f["state"]["full.conv1d_state"])
+        assert_close_fp32(y, f["output"]["y"])
+        (
+            assert_close_fp32(s.h, f["state"]["full.rg_lru_state"]),
+            assert_close_fp32(s.conv, f["state"]["full.conv1d_state"]),
+        )
     step = lambda x, s, sp: m(x, state=s, segment_pos=sp)  # noqa: E731
     y_p, s_p, y_d, s_d = run_prefill_decode(step, x, sp, 29)
-    close(y_p, f["output"]["y_prefill"]), close(y_d, f["output"]["y_decode"])
+    assert_close_fp32(y_p, f["output"]["y_prefill"]), assert_close_fp32(y_d, f["output"]["y_decode"])
     for stage, s in (("prefill", s_p), ("decode", s_d)):
-        close(s.h, f["state"][f"{stage}.rg_lru_state"]), close(s.conv, f["state"][f"{stage}.conv1d_state"])
+        (
+            assert_close_fp32(s.h, f["state"][f"{stage}.rg_lru_state"]),
+            assert_close_fp32(s.conv, f["state"][f"{stage}.conv1d_state"]),
+        )
 
 
 @torch.no_grad()
@@ -83,16 +89,16 @@ def test_local_attention_block(fx):
 
     def check_cache(s, stage):
         keys, values, n = ring_from_linear(s, 8)
-        close(keys, f["state"][f"{stage}.keys"]), close(values, f["state"][f"{stage}.values"])
+        assert_close_fp32(keys, f["state"][f"{stage}.keys"]), assert_close_fp32(values, f["state"][f"{stage}.values"])
         assert torch.equal(n, f["state"][f"{stage}.num_tokens"])
 
     for mode in m.modes:
         y, s = m(x, segment_pos=sp, mode=mode)
-        close(y, f["output"]["y"])
+        assert_close_fp32(y, f["output"]["y"])
         check_cache(s, "full")
     step = lambda x, s, sp: m(x, state=s, segment_pos=sp)  # noqa: E731
     y_p, s_p, y_d, s_d = run_prefill_decode(step, x, sp, 29)
-    close(y_p, f["output"]["y_prefill"]), close(y_d, f["output"]["y_decode"])
+    assert_close_fp32(y_p, f["output"]["y_prefill"]), assert_close_fp32(y_d, f["output"]["y_decode"])
     check_cache(s_p, "prefill"), check_cache(s_d, "decode")
 
 
@@ -107,32 +113,32 @@ def test_griffin_model(fx, case):
     assert model.num_parameters() == f["meta"]["num_parameters"]
     ids, sp = f["input"]["tokens"], f["input"]["segment_pos"]
     out = model(ids, segment_pos=sp)
-    close(out.logits, f["output"]["logits"])
+    assert_close_fp32(out.logits, f["output"]["logits"])
     # packed documents: row 1's second document equals that document run alone
     alone = model(ids[1:2, 20:], segment_pos=sp[1:2, 20:])
-    close(alone.logits, f["output"]["logits_doc2_alone"])
-    close(out.logits[1:2, 20:], alone.logits)
+    assert_close_fp32(alone.logits, f["output"]["logits_doc2_alone"])
+    assert_close_fp32(out.logits[1:2, 20:], alone.logits)
     # a fresh stream without segment_pos starts a document at t = 0, as the official block does
     assert torch.equal(sp[0], torch.arange(ids.shape[1]))
-    close(model(ids[0:1]).logits, f["output"]["logits"][0:1])
-    close(model(ids[1:2, 20:]).logits, f["output"]["logits_doc2_alone"])
+    assert_close_fp32(model(ids[0:1]).logits, f["output"]["logits"][0:1])
+    assert_close_fp32(model(ids[1:2, 20:]).logits, f["output"]["logits_doc2_alone"])
     # prefill then 1-token decoding with the caches
     pre = model(ids[:, :29], segment_pos=sp[:, :29])
-    close(pre.logits, f["output"]["logits_prefill"])
+    assert_close_fp32(pre.logits, f["output"]["logits_prefill"])
     states, dec = pre.states, []
     for t in range(29, 37):
         o = model(ids[:, t : t + 1], states=states, segment_pos=sp[:, t : t + 1])
         states = o.states
         dec.append(o.logits)
-    close(torch.cat(dec, 1), f["output"]["logits_decode"])
+    assert_close_fp32(torch.cat(dec, 1), f["output"]["logits_decode"])
     for i, (mixer, s) in enumerate(zip(cfg.layer_mixers(), states)):
         if mixer == "rglru":
-            close(s.h, f["state"][f"decode.blocks.{i}.rg_lru_state"])
-            close(s.conv, f["state"][f"decode.blocks.{i}.conv1d_state"])
+            assert_close_fp32(s.h, f["state"][f"decode.blocks.{i}.rg_lru_state"])
+            assert_close_fp32(s.conv, f["state"][f"decode.blocks.{i}.conv1d_state"])
         else:
             keys, values, n = ring_from_linear(s, cfg.mixer_kwargs["local_attention"]["window"])
-            close(keys, f["state"][f"decode.blocks.{i}.keys"])
-            close(values, f["state"][f"decode.blocks.{i}.values"])
+            assert_close_fp32(keys, f["state"][f"decode.blocks.{i}.keys"])
+            assert_close_fp32(values, f["state"][f"decode.blocks.{i}.values"])
             assert torch.equal(n, f["state"][f"decode.blocks.{i}.num_tokens"])
 
 
@@ -178,21 +184,21 @@ def test_live_reference():
     sp = torch.cat([torch.arange(25), torch.arange(16)]).expand(2, 41).clone()
     sp[0] = torch.arange(41)
     logits_ref, _ = ref(ids, sp)
-    close(ours(ids, segment_pos=sp).logits, logits_ref)
+    assert_close_fp32(ours(ids, segment_pos=sp).logits, logits_ref)
     # prefill 30 tokens, then 1-token decoding with the caches (no document starts in the decode range)
     P = 30
     ref_logits, cache = ref(ids[:, :P], sp[:, :P])
     out = ours(ids[:, :P], segment_pos=sp[:, :P])
-    close(out.logits, ref_logits)
+    assert_close_fp32(out.logits, ref_logits)
     states = out.states
     for t in range(P, 41):
         ref_logits, cache = ref(ids[:, t : t + 1], sp[:, t : t + 1], cache=cache)
         out = ours(ids[:, t : t + 1], states=states, segment_pos=sp[:, t : t + 1])
         states = out.states
-        close(out.logits, ref_logits)
+        assert_close_fp32(out.logits, ref_logits)
     for i in (0, 2):
-        close(states[i].h, cache[f"blocks.{i}"].rg_lru_state)
-        close(states[i].conv, cache[f"blocks.{i}"].conv1d_state)
+        assert_close_fp32(states[i].h, cache[f"blocks.{i}"].rg_lru_state)
+        assert_close_fp32(states[i].conv, cache[f"blocks.{i}"].conv1d_state)
     keys, values, n = ring_from_linear(states[1], 6)
-    close(keys, cache["blocks.1"].keys), close(values, cache["blocks.1"].values)
+    assert_close_fp32(keys, cache["blocks.1"].keys), assert_close_fp32(values, cache["blocks.1"].values)
     assert torch.equal(n, cache["blocks.1"].num_tokens)

@@ -10,6 +10,7 @@ import logging
 
 import pytest
 import torch
+from helpers import spy
 
 from seqzoo.errors import InputError
 from seqzoo.kernels import set_kernels as _set_kernels
@@ -27,18 +28,6 @@ def _clean(monkeypatch):
     monkeypatch.setattr(switch, "_seen", set())
     yield
     _set_kernels(None)
-
-
-def _spy(monkeypatch, module, name):
-    """Replace ``module.name`` by a wrapper that records each call's arguments, and return the record."""
-    calls, real = [], getattr(module, name)
-
-    def wrapper(*a, **kw):
-        calls.append((a, kw))
-        return real(*a, **kw)
-
-    monkeypatch.setattr(module, name, wrapper)
-    return calls
 
 
 # ------------------------------------------------------------------------------------------------ the setting
@@ -156,7 +145,7 @@ def _ops_cases(g):
 @pytest.mark.parametrize("case", range(5))
 def test_switch_forces_each_op(case, monkeypatch, caplog):
     op, module, entry, call = _ops_cases(torch.Generator().manual_seed(case))[case]
-    calls = _spy(monkeypatch, module, entry)
+    calls = spy(monkeypatch, module, entry)
     caplog.set_level(logging.INFO, logger="seqzoo.kernels")
     y_auto = call("auto")  # auto on CPU: torch
     with use_kernels("torch"):

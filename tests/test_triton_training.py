@@ -6,9 +6,6 @@ Without a GPU the kernels run in Triton's interpreter on CPU tensors (``TRITON_I
 forced by ``use_kernels("triton")``; shapes are tiny.
 """
 
-import copy
-import logging
-
 import pytest
 import torch
 
@@ -35,56 +32,6 @@ def _spy(monkeypatch, module, name):
 
     monkeypatch.setattr(module, name, wrapper)
     return calls
-
-
-# ------------------------------------------------------------------------------------------------ mLSTM training
-@pytest.mark.parametrize("variant", ["neurips", "7b"])
-def test_mlstm_model_trains_through_the_triton_backward(variant, monkeypatch, caplog):
-    """Two AdamW steps of a 2-layer mLSTM LM: Triton fwd + bwd (forced) against the torch chunkwise path, fp32.
-    The Triton backward (``ops/mlstm/triton.py: _backward``) must run once per layer and step."""
-    from seqzoo.models.lm import LanguageModel
-    from seqzoo.models.presets.xlstm import xlstm7b_config, xlstm_config
-    from seqzoo.ops.mlstm import triton as mlstm_triton_module
-
-    if variant == "neurips":
-        cfg = xlstm_config(32, 2, (), vocab_size=32, mlstm_heads=2, chunk_size=16)
-    else:
-        cfg = xlstm7b_config(d_model=32, n_layers=2, num_heads=2, vocab_size=32, chunk_size=16)
-    torch.manual_seed(0)
-    ref = LanguageModel(cfg)
-    tri = copy.deepcopy(ref)
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, 32, (2, 21), generator=g)  # T = 20: one full chunk and a masked tail chunk
-    backward_calls = _spy(monkeypatch, mlstm_triton_module, "_backward")
-    caplog.set_level(logging.INFO, logger="seqzoo.kernels")
-    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (ref, tri)]
-    for step in range(2):
-        losses = []
-        for model, opt, setting in ((ref, opts[0], "torch"), (tri, opts[1], "triton")):
-            opt.zero_grad()
-            with use_kernels(setting):
-                loss = model(ids[:, :-1], labels=ids[:, 1:]).loss
-                loss.backward()
-            losses.append(loss.detach())
-        assert len(backward_calls) == 2 * (step + 1), "the Triton mLSTM backward was not taken"
-        torch.testing.assert_close(losses[1], losses[0], rtol=1e-5, atol=1e-6)
-        for (name, p_ref), p_tri in zip(ref.named_parameters(), tri.parameters()):
-            assert p_tri.grad is not None, name
-            scale = p_ref.grad.abs().max().item()
-            torch.testing.assert_close(p_tri.grad, p_ref.grad, rtol=1e-4, atol=1e-5 * max(scale, 1e-3), msg=name)
-        for opt in opts:
-            opt.step()
-    lines = [r.getMessage() for r in caplog.records if r.name == "seqzoo.kernels"]
-    assert any("mlstm runs the triton implementation on cpu" in m for m in lines), lines
-    assert any("mlstm runs the chunkwise implementation on cpu" in m for m in lines), lines
-
-
-def test_mlstm_triton_chunk_size_is_not_silently_changed():
-    from seqzoo.ops.mlstm import mlstm
-
-    q = torch.randn(1, 4, 1, 4)
-    with pytest.raises(InputError, match="chunk_size must be a power of two >= 16"):
-        mlstm(q, q, q, q[..., 0], q[..., 0], impl="triton", chunk_size=24)
 
 
 # ------------------------------------------------------------------------------------------------ GateLoop chunks

@@ -10,6 +10,7 @@
 
 import pytest
 import torch
+from helpers import assert_close, assert_close_fp32
 
 import seqzoo
 from seqzoo.mixers import build_mixer
@@ -33,14 +34,6 @@ def dbl(sd):
     return {k: v.double() for k, v in sd.items()}
 
 
-def close(a, b, atol=1e-5, rtol=1.3e-6):
-    torch.testing.assert_close(a.to(b.dtype), b, atol=atol, rtol=rtol)
-
-
-def rel_close(a, b, tol):
-    assert float((a - b).abs().max()) <= tol * float(b.abs().max()), float((a - b).abs().max()) / float(b.abs().max())
-
-
 def fixture(shared, case):
     return load_fixture(shared / "fixtures" / "xlstm" / case)
 
@@ -53,15 +46,17 @@ def test_mlstm_layer_fixture(shared):
     m.load_state_dict(mlstm_layer_state_dict(fx["official"]))
     with torch.no_grad():
         # parallel form vs the official forward (parallel cell); recurrent/chunkwise vs the official step loop
-        close(m(x, mode="parallel")[0], fx["output"]["y"])
+        assert_close_fp32(m(x, mode="parallel")[0], fx["output"]["y"])
         for mode in ("recurrent", "chunkwise"):
-            close(m(x, mode=mode)[0], fx["output"]["y_step"])
+            assert_close_fp32(m(x, mode=mode)[0], fx["output"]["y_step"])
         m64 = m.double()
         m64.load_state_dict(mlstm_layer_state_dict(dbl(fx["official"])))
         x64 = x.double()
-        rel_close(m64(x64, mode="parallel")[0], fx["output"]["y_fp64"], 1e-12)
-        rel_close(m64(x64, mode="recurrent")[0], fx["output"]["y_step_fp64"], 1e-12)
-        rel_close(m64(x64, mode="chunkwise")[0], fx["output"]["y_step_fp64"], 1e-6)  # eps effect across forms
+        assert_close(m64(x64, mode="parallel")[0], fx["output"]["y_fp64"], 1e-12, floor=0)
+        assert_close(m64(x64, mode="recurrent")[0], fx["output"]["y_step_fp64"], 1e-12, floor=0)
+        assert_close(
+            m64(x64, mode="chunkwise")[0], fx["output"]["y_step_fp64"], 1e-6, floor=0
+        )  # eps effect across forms
         # states after the prefill (29 tokens) and after all 37, in the NeurIPS convention (C, n / sqrt(DH))
         m32 = m.float()
         m32.load_state_dict(mlstm_layer_state_dict(fx["official"]))
@@ -69,22 +64,22 @@ def test_mlstm_layer_fixture(shared):
         for stage, state in (("prefill", s), ("decode", m32(x[:, 29:], state=s)[1])):
             ours = mlstm_state_to_neurips(state)
             for name in "Cnm":
-                close(ours[name], fx["state"][f"{stage}.{name}"])
-            close(ours["conv"], fx["state"][f"{stage}.conv"][:, 1:])
+                assert_close_fp32(ours[name], fx["state"][f"{stage}.{name}"])
+            assert_close_fp32(ours["conv"], fx["state"][f"{stage}.conv"][:, 1:])
         # and the other way: continue from the official prefill state with single steps
         st = mlstm_state_from_neurips(*(fx["state"][f"prefill.{k}"] for k in ("C", "n", "m", "conv")))
         ys = []
         for t in range(29, 37):
             y, st = m32(x[:, t : t + 1], state=st)
             ys.append(y)
-        close(torch.cat(ys, 1), fx["output"]["y_step"][:, 29:])
+        assert_close_fp32(torch.cat(ys, 1), fx["output"]["y_step"][:, 29:])
 
 
 def test_mlstm_layer_intermediates(shared):
     fx = fixture(shared, "mlstm_layer")
     m = build_mixer("mlstm", d_model=32, num_heads=4).eval()
     m.load_state_dict(mlstm_layer_state_dict(fx["official"]))
-    close(m.proj_up(fx["input"]["x"]), fx["inter"]["proj_up"])
+    assert_close_fp32(m.proj_up(fx["input"]["x"]), fx["inter"]["proj_up"])
 
 
 def test_slstm_layer_fixture(shared):
@@ -92,29 +87,29 @@ def test_slstm_layer_fixture(shared):
     x = fx["input"]["x"]
     m = build_mixer("slstm", d_model=32, num_heads=4).eval()
     m.load_state_dict(slstm_layer_state_dict(fx["official"], num_heads=4))
-    close(m.R.detach(), fx["view"]["slstm_cell.recurrent_kernel"], atol=0, rtol=0)
-    close(m.bias.detach(), fx["view"]["slstm_cell.bias"], atol=0, rtol=0)
+    assert_close_fp32(m.R.detach(), fx["view"]["slstm_cell.recurrent_kernel"], atol=0, rtol=0)
+    assert_close_fp32(m.bias.detach(), fx["view"]["slstm_cell.bias"], atol=0, rtol=0)
     with torch.no_grad():
         for impl in ("fused", "naive"):
             m.impl = impl
             y, s = m(x)
-            close(y, fx["output"]["y"])
+            assert_close_fp32(y, fx["output"]["y"])
             ref = slstm_state_from_official(fx["state"]["full.slstm"], fx["state"]["full.conv"])
             for k in ("h", "c", "n", "m", "conv"):
-                close(getattr(s, k), getattr(ref, k))
+                assert_close_fp32(getattr(s, k), getattr(ref, k))
         y1, s1 = m(x[:, :29])
-        close(y1, fx["output"]["y_prefill"])
+        assert_close_fp32(y1, fx["output"]["y_prefill"])
         ys = []
         for t in range(29, 37):
             y, s1 = m(x[:, t : t + 1], state=s1)
             ys.append(y)
-        close(torch.cat(ys, 1), fx["output"]["y_decode"])
+        assert_close_fp32(torch.cat(ys, 1), fx["output"]["y_decode"])
         ref = slstm_state_from_official(fx["state"]["decode.slstm"], fx["state"]["decode.conv"])
         for k in ("h", "c", "n", "m", "conv"):
-            close(getattr(s1, k), getattr(ref, k))
+            assert_close_fp32(getattr(s1, k), getattr(ref, k))
         m64 = m.double()
         m64.load_state_dict(slstm_layer_state_dict(dbl(fx["official"]), num_heads=4))
-        rel_close(m64(x.double())[0], fx["output"]["y_fp64"], 1e-12)
+        assert_close(m64(x.double())[0], fx["output"]["y_fp64"], 1e-12, floor=0)
 
 
 def _lm(fx, dtype=torch.float32):
@@ -132,8 +127,8 @@ def test_xlstm_lm_fixture(shared):
     assert model.num_parameters() == fx["meta"]["num_parameters"] == 37196
     with torch.no_grad():
         out = model(ids)
-        close(out.logits, fx["output"]["logits"], atol=1e-5, rtol=1e-5)
-        close(model.trunk(ids)[0], fx["inter"]["xlstm_block_stack.post_blocks_norm"], atol=1e-5, rtol=1e-5)
+        assert_close_fp32(out.logits, fx["output"]["logits"], atol=1e-5, rtol=1e-5)
+        assert_close_fp32(model.trunk(ids)[0], fx["inter"]["xlstm_block_stack.post_blocks_norm"], atol=1e-5, rtol=1e-5)
         # prefill 29 + 8 single-token steps: logits and every block's state
         out = model(ids[:, :29])
         logits, states = [out.logits], out.states
@@ -148,16 +143,16 @@ def test_xlstm_lm_fixture(shared):
                 if b == 1:
                     ref = slstm_state_from_official(fx["state"][P + "slstm_state"], fx["state"][P + "conv_state"])
                     for k in ("h", "c", "n", "m", "conv"):
-                        close(getattr(st, k), getattr(ref, k), atol=1e-5, rtol=1e-5)
+                        assert_close_fp32(getattr(st, k), getattr(ref, k), atol=1e-5, rtol=1e-5)
                 else:
                     ours = mlstm_state_to_neurips(st)
                     for k in "Cnm":
-                        close(ours[k], fx["state"][P + f"mlstm_state.{k}"], atol=1e-5, rtol=1e-5)
-                    close(ours["conv"], fx["state"][P + "conv_state"][:, 1:])
-        close(torch.cat(logits, 1), fx["output"]["logits_step"], atol=1e-5, rtol=1e-5)
+                        assert_close_fp32(ours[k], fx["state"][P + f"mlstm_state.{k}"], atol=1e-5, rtol=1e-5)
+                    assert_close_fp32(ours["conv"], fx["state"][P + "conv_state"][:, 1:])
+        assert_close_fp32(torch.cat(logits, 1), fx["output"]["logits_step"], atol=1e-5, rtol=1e-5)
     model64 = _lm(fx, torch.float64)
     with torch.no_grad():
-        rel_close(model64(ids, mode=None).logits, fx["output"]["logits_step_fp64"], 1e-6)
+        assert_close(model64(ids, mode=None).logits, fx["output"]["logits_step_fp64"], 1e-6, floor=0)
 
 
 def test_xlstm_lm_fixture_fp64_same_algorithm(shared):
@@ -168,7 +163,7 @@ def test_xlstm_lm_fixture_fp64_same_algorithm(shared):
     model = seqzoo.LanguageModel(cfg).double().eval()
     model.load_state_dict(lm_state_dict(dbl(fx["official"]), cfg))
     with torch.no_grad():
-        rel_close(model(fx["input"]["input_ids"]).logits, fx["output"]["logits_fp64"], 1e-12)
+        assert_close(model(fx["input"]["input_ids"]).logits, fx["output"]["logits_fp64"], 1e-12, floor=0)
 
 
 @pytest.mark.parametrize("layout", ["single", "fused"])
@@ -181,21 +176,21 @@ def test_xlstm_large_fixture(shared, layout):
     assert model.num_parameters() == 115656
     with torch.no_grad():
         out = model(ids)
-        close(out.logits, fx["output"]["logits"])
+        assert_close_fp32(out.logits, fx["output"]["logits"])
         for b, st in enumerate(out.states):
             for k in "Cnm":
-                close(getattr(st, k), fx["state"][f"full.block_{b}.{k}"].reshape(getattr(st, k).shape))
+                assert_close_fp32(getattr(st, k), fx["state"][f"full.block_{b}.{k}"].reshape(getattr(st, k).shape))
         out = model(ids[:, :29])
-        close(out.logits, fx["output"]["logits_prefill"])
+        assert_close_fp32(out.logits, fx["output"]["logits_prefill"])
         logits, states = [], out.states
         for t in range(29, 37):
             out = model(ids[:, t : t + 1], states=states)
             logits.append(out.logits)
             states = out.states
-        close(torch.cat(logits, 1), fx["output"]["logits_decode"])
+        assert_close_fp32(torch.cat(logits, 1), fx["output"]["logits_decode"])
         for b, st in enumerate(states):
             for k in "Cnm":
-                close(getattr(st, k), fx["state"][f"decode.block_{b}.{k}"].reshape(getattr(st, k).shape))
+                assert_close_fp32(getattr(st, k), fx["state"][f"decode.block_{b}.{k}"].reshape(getattr(st, k).shape))
 
 
 # ----------------------------------------------------------------------------------- live official package
@@ -219,17 +214,17 @@ def test_live_mlstm_layer(D, H, T):
     ours.load_state_dict(mlstm_layer_state_dict(off.state_dict()))
     x = torch.randn(2, T, D)
     with torch.no_grad():
-        close(ours(x, mode="parallel")[0], off(x), atol=2e-5, rtol=1e-5)
+        assert_close_fp32(ours(x, mode="parallel")[0], off(x), atol=2e-5, rtol=1e-5)
         st, conv, ys = None, None, []
         for t in range(T):
             y, s = off.step(x[:, t : t + 1], mlstm_state=st, conv_state=conv)
             st, conv = s["mlstm_state"], s["conv_state"]
             ys.append(y)
         y_ours, s_ours = ours(x, mode="chunkwise")
-        close(y_ours, torch.cat(ys, 1), atol=2e-5, rtol=1e-5)
+        assert_close_fp32(y_ours, torch.cat(ys, 1), atol=2e-5, rtol=1e-5)
         neu = mlstm_state_to_neurips(s_ours)
         for k, ref in zip("Cnm", st):
-            close(neu[k], ref, atol=2e-5, rtol=1e-5)
+            assert_close_fp32(neu[k], ref, atol=2e-5, rtol=1e-5)
 
 
 @pytest.mark.parity
@@ -256,10 +251,10 @@ def test_live_slstm_layer(D, H):
     with torch.no_grad():
         y_off, s_off = off(x, return_last_state=True)
         y, s = ours(x)
-        close(y, y_off, atol=2e-5, rtol=1e-5)
+        assert_close_fp32(y, y_off, atol=2e-5, rtol=1e-5)
         ref = slstm_state_from_official(s_off["slstm_state"], s_off["conv_state"])
         for k in ("h", "c", "n", "m", "conv"):
-            close(getattr(s, k), getattr(ref, k), atol=2e-5, rtol=1e-5)
+            assert_close_fp32(getattr(s, k), getattr(ref, k), atol=2e-5, rtol=1e-5)
 
 
 @pytest.mark.parity
@@ -289,7 +284,7 @@ def test_live_xlstm71_lm():
     model.load_state_dict(lm_state_dict(off.state_dict(), ours_cfg))
     ids = torch.randint(0, 50, (2, 40))
     with torch.no_grad():
-        close(model(ids).logits, off(ids), atol=5e-5, rtol=1e-5)
+        assert_close_fp32(model(ids).logits, off(ids), atol=5e-5, rtol=1e-5)
 
 
 @pytest.mark.parity
@@ -323,7 +318,7 @@ def test_live_xlstm_large():
     with torch.no_grad():
         ref, ref_state = off(ids)
         out = model(ids)
-        close(out.logits, ref, atol=5e-5, rtol=1e-5)
+        assert_close_fp32(out.logits, ref, atol=5e-5, rtol=1e-5)
         for b, st in enumerate(out.states):
             for k, r in zip("Cnm", ref_state[b]):
-                close(getattr(st, k), r.reshape(getattr(st, k).shape), atol=5e-5, rtol=1e-5)
+                assert_close_fp32(getattr(st, k), r.reshape(getattr(st, k).shape), atol=5e-5, rtol=1e-5)

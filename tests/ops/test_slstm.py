@@ -1,9 +1,12 @@
-"""sLSTM cell ops (arXiv:2405.04517 §2.2): fast loops against the naive loop in float64; gradcheck; extreme gates."""
+"""sLSTM cell ops (arXiv:2405.04517 §2.2): every implementation (the fused loop; the torch.compile'd step, slow)
+against the naive loop in float64: outputs, final states (h, c, n, m), gradients; gradcheck; extreme gates.
+Closeness: ``tests/helpers.py``."""
 
 import pytest
 import torch
+from helpers import assert_close, check_against_reference
 
-from seqzoo.ops.slstm import slstm, slstm_compiled, slstm_fused, slstm_naive
+from seqzoo.ops.slstm import IMPLS, slstm, slstm_compiled, slstm_fused, slstm_naive
 
 
 def make(B=2, T=30, H=3, d=5, dtype=torch.float64, seed=0, scale=1.0, r_std=0.3):
@@ -11,10 +14,6 @@ def make(B=2, T=30, H=3, d=5, dtype=torch.float64, seed=0, scale=1.0, r_std=0.3)
     wx = scale * torch.randn(B, T, H, 4, d, generator=g, dtype=dtype)
     R = r_std * torch.randn(H, d, 4, d, generator=g, dtype=dtype)
     return wx, R
-
-
-def maxerr(a, b):
-    return float((a.detach() - b.detach()).abs().max())
 
 
 def test_fused_equals_naive_outputs_states_grads():
@@ -29,9 +28,43 @@ def test_fused_equals_naive_outputs_states_grads():
 
     h0, s0, g0 = run(slstm_naive)
     h1, s1, g1 = run(slstm_fused)
-    assert maxerr(h1, h0) <= 1e-12
-    assert all(maxerr(a, b) <= 1e-12 * max(1.0, float(b.abs().max())) for a, b in zip(s1, s0))
-    assert all(maxerr(a, b) <= 1e-12 * max(1.0, float(b.abs().max())) for a, b in zip(g1, g0))
+    assert_close(h1, h0, atol=1e-12)
+    for a, b in zip(s1, s0):
+        assert_close(a, b, 1e-12)
+    for a, b in zip(g1, g0):
+        assert_close(a, b, 1e-12)
+
+
+@pytest.mark.parametrize(
+    "impl",
+    [pytest.param(i, marks=pytest.mark.slow) if i == "compiled" else i for i in IMPLS if i not in ("auto", "naive")],
+)
+@pytest.mark.parametrize("with_state", [True, False])
+def test_every_impl_matches_naive(impl, with_state):
+    """Each implementation in ``IMPLS`` against ``slstm_naive`` in fp64: h, the final (h, c, n, m) and the
+    gradients of wx, R and the initial state."""
+    wx, R = make(T=11, seed=4)
+    g = torch.Generator().manual_seed(5)
+    state = [torch.randn(2, 15, generator=g, dtype=torch.float64) for _ in range(4)] if with_state else [None] * 4
+    if with_state:
+        state[2] = state[2].abs() + 1  # the normaliser n >= 1
+
+    def cell(fn):
+        def run(wx, R, h0, c0, n0, m0):
+            h, st = fn(wx, R, None if h0 is None else (h0, c0, n0, m0))
+            return (h, *st)
+
+        return run
+
+    check_against_reference(
+        cell(lambda wx, R, st: slstm(wx, R, st, impl=impl)),
+        cell(slstm_naive),
+        [wx, R, *state],
+        dtype=torch.float64,
+        out_names=["h", "h_T", "c_T", "n_T", "m_T"],
+        in_names=["wx", "R", "h0", "c0", "n0", "m0"],
+        grad_outputs=[True, True, True, True, False],  # m is piecewise constant
+    )
 
 
 @pytest.mark.parametrize("impl", ["naive", "fused"])
@@ -41,8 +74,9 @@ def test_split_with_state_equals_whole(impl):
     for t in (1, 11, 29):
         h1, s1 = slstm(wx[:, :t], R, impl=impl)
         h2, s2 = slstm(wx[:, t:], R, s1, impl=impl)
-        assert maxerr(torch.cat([h1, h2], 1), h0) <= 1e-12
-        assert all(maxerr(a, b) <= 1e-12 * max(1.0, float(b.abs().max())) for a, b in zip(s2, s0))
+        assert_close(torch.cat([h1, h2], 1), h0, atol=1e-12)
+        for a, b in zip(s2, s0):
+            assert_close(a, b, 1e-12)
 
 
 def test_float32_matches_float64():
@@ -50,7 +84,7 @@ def test_float32_matches_float64():
     h64, _ = slstm_fused(wx, R)
     h32, s32 = slstm_fused(wx.float(), R.float())
     assert h32.dtype == torch.float32 and all(s.dtype == torch.float32 for s in s32)
-    assert maxerr(h32.double(), h64) <= 1e-5
+    assert_close(h32.double(), h64, atol=1e-5)
 
 
 @pytest.mark.parametrize("impl", ["naive", "fused"])
@@ -83,7 +117,7 @@ def test_normaliser_is_at_least_one_and_first_step_rule_is_elementwise():
         st[k][:, :4] = 0.0
     h_naive, s_naive = slstm_naive(wx[:, 3:], R, tuple(st))
     h_fused, s_fused = slstm_fused(wx[:, 3:], R, tuple(st))
-    assert maxerr(h_fused, h_naive) <= 1e-12
+    assert_close(h_fused, h_naive, atol=1e-12)
     assert torch.isfinite(h_fused).all()
 
 
@@ -106,5 +140,6 @@ def test_compiled_equals_naive():
     h0, s0 = slstm_naive(wx, R)
     with torch.no_grad():
         h1, s1 = slstm_compiled(wx, R)
-    assert maxerr(h1, h0) <= 1e-5
-    assert all(maxerr(a, b) <= 1e-5 * max(1.0, float(b.abs().max())) for a, b in zip(s1, s0))
+    assert_close(h1, h0, atol=1e-5)
+    for a, b in zip(s1, s0):
+        assert_close(a, b, 1e-5)

@@ -1,7 +1,9 @@
-"""Triton depthwise causal conv (seqzoo/ops/causal_conv/triton.py) against ``ops.causal_conv.causal_conv1d_naive`` in fp64.
+"""ops/causal_conv: every implementation (``torch``: F.conv1d, ``triton``: seqzoo/ops/causal_conv/triton.py)
+against ``causal_conv1d_naive`` in fp64: outputs, the returned state and gradients of x, weight, bias and state.
 
-On CPU the kernels run under TRITON_INTERPRET=1 (set by conftest.py) at tiny shapes; the real-shape tests need CUDA.
-Every comparison starts from the same rounded inputs: the reference runs in fp64 on the values the kernel sees.
+On CPU the Triton kernels run under TRITON_INTERPRET=1 (set by conftest.py) at tiny shapes; the real-shape tests
+need CUDA. Every comparison starts from the same rounded inputs: the reference runs in fp64 on the values the
+implementation sees. Tolerances: ``tests/helpers.py: TOL``.
 """
 
 from __future__ import annotations
@@ -11,26 +13,25 @@ import sys
 
 import pytest
 import torch
-
-pytest.importorskip("triton")
+from helpers import CUDA, DEV, GRAD_SCALE, TOL, assert_close
 
 from seqzoo.kernels import usable_on
-from seqzoo.ops.causal_conv import causal_conv1d, causal_conv1d_naive
+from seqzoo.ops.causal_conv import IMPLS, causal_conv1d, causal_conv1d_naive
 
-CUDA = torch.cuda.is_available()
-DEV = "cuda" if CUDA else "cpu"
-if not usable_on(DEV):
-    pytest.skip("triton kernels cannot run here (no CUDA and TRITON_INTERPRET unset)", allow_module_level=True)
-
-TOL = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 3e-2}
+needs_triton = pytest.mark.skipif(
+    not usable_on(DEV), reason="triton kernels cannot run here (triton missing, or no CUDA and no TRITON_INTERPRET)"
+)
+# every implementation other than the dispatcher and the reference itself
+FAST = [pytest.param(i, marks=needs_triton) if i == "triton" else i for i in IMPLS if i not in ("auto", "naive")]
 
 
 def _inputs(B, T, C, k, dtype, state=True, bias=True, seg=None, seed=0, device=DEV):
-    """x, state in ``dtype``; weight, bias in fp32 (the mixers' parameters); segment_pos with starts."""
+    """x, state in ``dtype``; weight, bias in fp32 (the mixers' parameters; fp64 for fp64); segment_pos with starts."""
     g = torch.Generator(device="cpu").manual_seed(seed)
+    pdt = torch.float64 if dtype == torch.float64 else torch.float32
     x = torch.randn(B, T, C, generator=g).to(device, dtype)
-    w = (torch.randn(C, k, generator=g) / k**0.5).to(device)
-    b = torch.randn(C, generator=g).to(device) if bias else None
+    w = (torch.randn(C, k, generator=g) / k**0.5).to(device, pdt)
+    b = torch.randn(C, generator=g).to(device, pdt) if bias else None
     s = torch.randn(B, k - 1, C, generator=g).to(device, dtype) if state else None
     sp = None
     if seg:
@@ -53,37 +54,40 @@ def _run(fn, x, w, b, s, sp, gy, gs, dtype_ref=None, **kw):
     return y, ns, [None if t is None else next(grads) for t in leaves]
 
 
-def _close(name, got, ref, tol):
-    assert got.shape == ref.shape, (name, got.shape, ref.shape)
-    err = (got.double() - ref).abs().max().item() if ref.numel() else 0.0
-    bound = tol * max(1.0, ref.abs().max().item() if ref.numel() else 0.0)
-    assert err <= bound, f"{name}: max |error| {err:.3g} > {bound:.3g}"
-
-
-def _compare(B, T, C, k, dtype, state=True, bias=True, seg=None, activation=None, seed=0):
+def _compare(B, T, C, k, dtype, state=True, bias=True, seg=None, activation=None, seed=0, impl="triton"):
     x, w, b, s, sp = _inputs(B, T, C, k, dtype, state, bias, seg, seed)
     g = torch.Generator(device="cpu").manual_seed(seed + 1)
     gy = torch.randn(B, T, C, generator=g, dtype=torch.float64).to(DEV)
     gs = torch.randn(B, k - 1, C, generator=g, dtype=torch.float64).to(DEV)
-    y, ns, grads = _run(causal_conv1d, x, w, b, s, sp, gy, gs, impl="triton", activation=activation)
+    y, ns, grads = _run(causal_conv1d, x, w, b, s, sp, gy, gs, impl=impl, activation=activation)
     y_r, ns_r, grads_r = _run(
         causal_conv1d_naive, x, w, b, s, sp, gy, gs, dtype_ref=torch.float64, activation=activation
     )
-    tol = TOL[dtype]
     assert y.dtype == dtype and ns.dtype == dtype
-    _close("y", y, y_r, tol)
-    _close("new state", ns, ns_r, 0.0)  # a copy of (rounded) inputs, zeroed before starts: exact
+    assert_close(y, y_r, dtype=dtype, name="y")
+    assert_close(ns, ns_r, atol=0.0, name="new state")  # a copy of (rounded) inputs, zeroed before starts: exact
     for name, got, ref, leaf in zip(("dx", "dweight", "dbias", "dstate"), grads, grads_r, (x, w, b, s)):
         if leaf is None:
             assert got is None
             continue
         assert got.dtype == leaf.dtype, name
-        _close(name, got, ref, 3 * tol)
+        assert_close(got, ref, dtype=dtype, scale=GRAD_SCALE, name=name)
     # the returned state is exactly what the torch path returns
     _, ns_t = causal_conv1d(x, w, b, s, segment_pos=sp, impl="torch")
     assert torch.equal(ns, ns_t)
 
 
+@pytest.mark.parametrize("impl", FAST)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("seg", [None, 0.3])
+def test_every_impl_matches_naive(impl, dtype, seg):
+    """Each implementation in ``IMPLS`` against the reference, with state, bias and document starts."""
+    if impl == "triton" and dtype == torch.float64:
+        pytest.skip("the Triton kernel takes float32/float16/bfloat16 only (float64 is refused: test_bad_inputs)")
+    _compare(2, 9, 12, 4, dtype, seg=seg, seed=21, impl=impl)
+
+
+@needs_triton
 @pytest.mark.parametrize("T", [1, 3, 7, 16, 33])
 @pytest.mark.parametrize("k", [2, 4])
 @pytest.mark.parametrize("with_state_bias", [True, False])
@@ -92,36 +96,43 @@ def test_fp32_matches_naive(T, k, with_state_bias):
     _compare(2, T, C, k, torch.float32, state=with_state_bias, bias=with_state_bias, seed=T * 10 + k)
 
 
+@needs_triton
 @pytest.mark.parametrize("state,bias", [(True, False), (False, True)])
 def test_fp32_state_xor_bias(state, bias):
     _compare(2, 7, 12, 4, torch.float32, state=state, bias=bias)
 
 
+@needs_triton
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("T,C,k", [(7, 12, 4), (33, 4, 2)])
 def test_half_matches_naive(dtype, T, C, k):
     _compare(2, T, C, k, dtype, seed=T)
 
 
+@pytest.mark.parametrize("impl", FAST)
 @pytest.mark.parametrize("T,k", [(7, 2), (7, 4), (16, 4), (33, 3)])
-def test_document_masking(T, k):
-    _compare(3, T, 12, k, torch.float32, seg=0.25, seed=T + k)
+def test_document_masking(T, k, impl):
+    _compare(3, T, 12, k, torch.float32, seg=0.25, seed=T + k, impl=impl)
 
 
+@needs_triton
 def test_document_masking_bf16_no_state():
     _compare(2, 16, 4, 4, torch.bfloat16, state=False, seg=0.3)
 
 
+@pytest.mark.parametrize("impl", FAST)
 @pytest.mark.parametrize("seg", [None, 0.3])
-def test_fused_silu(seg):
-    _compare(2, 9, 12, 4, torch.float32, seg=seg, activation="silu", seed=5)
+def test_fused_silu(seg, impl):
+    _compare(2, 9, 12, 4, torch.float32, seg=seg, activation="silu", seed=5, impl=impl)
 
 
-def test_kernel_size_one_and_eight():
-    _compare(2, 5, 4, 1, torch.float32)
-    _compare(2, 11, 4, 8, torch.float32, seg=0.2)
+@pytest.mark.parametrize("impl", FAST)
+def test_kernel_size_one_and_eight(impl):
+    _compare(2, 5, 4, 1, torch.float32, impl=impl)
+    _compare(2, 11, 4, 8, torch.float32, seg=0.2, impl=impl)
 
 
+@needs_triton
 def test_several_backward_programs_along_t(monkeypatch):
     """T = 33 split over three backward programs (16 steps each): per-program dweight / dbias partials summed,
     dstate from the first program only."""
@@ -131,19 +142,21 @@ def test_several_backward_programs_along_t(monkeypatch):
     _compare(2, 3 * conv._TP_UNIT - 15, 12, 4, torch.float32, seg=0.2, seed=9)
 
 
+@pytest.mark.parametrize("impl", [*FAST, "naive"])
 @pytest.mark.parametrize("seg", [None, 0.25])
-def test_split_equals_whole(seg):
+def test_split_equals_whole(seg, impl):
     """Carrying the returned state across calls equals one call on the whole sequence (also with documents)."""
     x, w, b, s, sp = _inputs(2, 19, 12, 4, torch.float32, seg=seg, seed=3)
-    y, ns = causal_conv1d(x, w, b, s, segment_pos=sp, impl="triton")
+    y, ns = causal_conv1d(x, w, b, s, segment_pos=sp, impl=impl)
     ys, st = [], s
     for lo, hi in ((0, 1), (1, 3), (3, 10), (10, 19)):  # pieces shorter than k-1 included
-        yi, st = causal_conv1d(x[:, lo:hi], w, b, st, segment_pos=None if sp is None else sp[:, lo:hi], impl="triton")
+        yi, st = causal_conv1d(x[:, lo:hi], w, b, st, segment_pos=None if sp is None else sp[:, lo:hi], impl=impl)
         ys.append(yi)
-    torch.testing.assert_close(torch.cat(ys, 1), y, rtol=0, atol=1e-6)
+    assert_close(torch.cat(ys, 1), y, atol=1e-6, name="y split")
     assert torch.equal(st, ns)
 
 
+@needs_triton
 def test_strided_inputs_and_parameter_layout():
     """Callers pass views (Griffin: ``conv.weight.t()``); non-contiguous x / weight give the same result."""
     x, w, b, s, _ = _inputs(2, 7, 12, 4, torch.float32)
@@ -152,10 +165,11 @@ def test_strided_inputs_and_parameter_layout():
     assert not x_nc.is_contiguous() and not w_nc.is_contiguous()
     y, ns = causal_conv1d(x_nc, w_nc, b, s, impl="triton")
     y_r, ns_r = causal_conv1d(x, w, b, s, impl="torch")
-    torch.testing.assert_close(y, y_r, rtol=1e-5, atol=1e-5)
+    assert_close(y, y_r, atol=1e-5, rtol=1e-5, name="y strided")
     assert torch.equal(ns, ns_r)
 
 
+@needs_triton
 def test_bad_inputs():
     x, w, b, s, _ = _inputs(2, 5, 4, 4, torch.float32)
     with pytest.raises(TypeError):
@@ -185,7 +199,7 @@ def test_auto_dispatch_and_lazy_import():
         assert torch.equal(got, ref)
     for impl in ("naive", "torch"):
         y, _ = causal_conv1d(x, w, b, s, impl=impl, activation="silu")
-        torch.testing.assert_close(y, torch.nn.functional.silu(causal_conv1d(x, w, b, s, impl=impl)[0]))
+        assert_close(y, torch.nn.functional.silu(causal_conv1d(x, w, b, s, impl=impl)[0]), atol=1e-5, rtol=1.3e-6)
     code = (
         "import sys, torch, seqzoo, seqzoo.ops.causal_conv as c; "
         "c.causal_conv1d(torch.randn(1, 3, 2), torch.randn(2, 4)); assert 'triton' not in sys.modules"
@@ -208,9 +222,9 @@ def test_real_shape_cuda(dtype, seg):
     y, ns, grads = _run(causal_conv1d, x, w, b, s, sp, gy, gs, impl="triton")
     ref = causal_conv1d_naive if sp is None else (lambda *a, **kw: causal_conv1d(*a, impl="torch", **kw))
     y_r, ns_r, grads_r = _run(ref, x, w, b, s, sp, gy, gs, dtype_ref=torch.float64)
-    tol = TOL[dtype]
-    _close("y", y, y_r, tol)
-    _close("new state", ns, ns_r, 0.0)
+    assert_close(y, y_r, dtype=dtype, name="y")
+    assert_close(ns, ns_r, atol=0.0, name="new state")
     for name, got, r in zip(("dx", "dweight", "dbias", "dstate"), grads, grads_r):
         # dweight / dbias sum B·T = 32K terms: relative to their scale
-        _close(name, got, r, 3 * tol if name in ("dx", "dstate") else 1e-4 if dtype == torch.float32 else 1e-2)
+        tol = GRAD_SCALE * TOL[dtype] if name in ("dx", "dstate") else 1e-4 if dtype == torch.float32 else 1e-2
+        assert_close(got, r, tol, name=name)
