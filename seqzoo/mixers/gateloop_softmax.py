@@ -7,7 +7,8 @@ The surrogate-attention scores of GateLoop, with data-controlled relative positi
 where L, Φ are cumulative sums of log|a| and θ (the real part of the complex score; a softmax of complex
 numbers is undefined). The decay multiplies the logit, so a near-zero transition pulls a score toward 0, not
 toward -inf. The state is a growing cache: past k, v and their fp64 L, Φ (the running totals are the last
-entries). Only ``mode="attention"`` exists; it is O(T²) in time and O(T²·K) in memory.
+entries). Only ``mode="attention"`` exists; the scores are matmuls of width 2K (``relative_scores``: rotated
+q, k and hierarchically factored decays), so it costs O(T²·K) flops and O(T²) memory, like softmax attention.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import torch
 from einops import rearrange
 
 from ..errors import InputError
+from ..ops.gateloop.attention import relative_scores
+from ..ops.gateloop.common import wrap_phase
 from .base import register_mixer
 from .gateloop import GateLoop
 
@@ -33,16 +36,28 @@ class GateLoopSoftmaxCache:
 
 
 def softmax_gateloop_attention(q, k, v, log_mag, phase, cache: GateLoopSoftmaxCache | None, scale: float = 1.0):
-    """``q, k, log_mag, phase (B, T, H, K)``, ``v (B, T, H, V)`` -> ``y (B, T, H, V)``, updated cache."""
+    """``q, k, log_mag, phase (B, T, H, K)``, ``v (B, T, H, V)`` -> ``y (B, T, H, V)``, updated cache.
+
+    Scores among the new tokens: ``ops.gateloop.attention.relative_scores`` (matmuls, no T×T×K tensor). Scores
+    against the S cached keys factor exactly, because every cached key precedes every new query:
+    e^{L_n - L_m} = e^{L_n - L_S} · e^{L_S - L_m} (both exponents <= 0) and cos(Φ_n - Φ_m) splits into cos·cos +
+    sin·sin, so they are one matmul of width 2K as well.
+    """
     dt = torch.promote_types(q.dtype, torch.float32)
     q, k, v, log_mag = (t.to(dt) for t in (q, k, v, log_mag))
     phase = torch.zeros_like(log_mag) if phase is None else phase.to(dt)
-    B, T, H, K = q.shape
-    L = log_mag.double().cumsum(1)  # (B, T, H, K) fp64
-    Phi = phase.double().cumsum(1)
+    T = q.shape[1]
+    A, L, Phi = relative_scores(q, k, log_mag, phase)  # (B, H, T, T); fp64 sums from this call's start
     if cache is not None:
-        L = L + cache.L[:, -1:]
-        Phi = Phi + cache.Phi[:, -1:]
+        L_S, Phi_S = cache.L[:, -1:], cache.Phi[:, -1:]
+        Phi = Phi + Phi_S
+        q_dec = q * torch.exp(L).to(dt)  # e^{L_n - L_S}
+        k_dec = cache.k.to(dt) * torch.exp(L_S - cache.L).to(dt)  # e^{L_S - L_m}
+        ang_q, ang_k = wrap_phase(Phi).to(dt), wrap_phase(cache.Phi).to(dt)
+        q_rot = torch.cat([q_dec * torch.cos(ang_q), q_dec * torch.sin(ang_q)], dim=-1)  # (B, T, H, 2K)
+        k_rot = torch.cat([k_dec * torch.cos(ang_k), k_dec * torch.sin(ang_k)], dim=-1)  # (B, S, H, 2K)
+        A = torch.cat([torch.einsum("bnhk,bmhk->bhnm", q_rot, k_rot), A], dim=-1)  # (B, H, T, S+T)
+        L = L + L_S
         k_all = torch.cat([cache.k.to(dt), k], 1)  # (B, S+T, H, K)
         v_all = torch.cat([cache.v.to(dt), v], 1)
         L_all, Phi_all = torch.cat([cache.L, L], 1), torch.cat([cache.Phi, Phi], 1)
@@ -50,10 +65,7 @@ def softmax_gateloop_attention(q, k, v, log_mag, phase, cache: GateLoopSoftmaxCa
         k_all, v_all, L_all, Phi_all = k, v, L, Phi
     S = k_all.shape[1] - T
     visible = torch.ones(T, S + T, dtype=torch.bool, device=q.device).tril(S)  # [n, m]: m <= S + n
-    E = (L[:, :, None] - L_all[:, None, :]).masked_fill(~visible[None, :, :, None, None], float("-inf"))
-    W = torch.exp(E.to(dt)) * torch.cos(Phi[:, :, None] - Phi_all[:, None, :]).to(dt)  # (B, T, S+T, H, K)
-    A = torch.einsum("bnhk,bmhk,bnmhk->bhnm", q, k_all, W) * scale  # (B, H, T, S+T)
-    A = A.masked_fill(~visible, float("-inf"))
+    A = (A * scale).masked_fill(~visible, float("-inf"))
     y = torch.einsum("bhnm,bmhv->bnhv", A.softmax(-1), v_all)
     return y, GateLoopSoftmaxCache(k_all, v_all, L_all, Phi_all)
 
@@ -62,9 +74,8 @@ def softmax_gateloop_attention(q, k, v, log_mag, phase, cache: GateLoopSoftmaxCa
 class GateLoopSoftmax(GateLoop):
     modes = ("attention",)
     test_kwargs = {"n_heads": 4}
-    zoo_kwargs = {"n_heads": 4}  # max heads (d_h = 1) makes the O(T²·K) scores 16x larger at the zoo's width
-    # ~4 s per training step at the zoo's default size on 2 CPU cores (fp64 relative positions, T²·K work):
-    # too slow for the few-minute default run; `seqzoo zoo --mixers gateloop_softmax,...` includes it
+    zoo_kwargs = {"n_heads": 4}  # max heads (d_h = 1) would make 16x more T×T score matrices at the zoo's width
+    # not in the default zoo run (which has a measured time budget); `seqzoo zoo --mixers gateloop_softmax,...`
     in_zoo_default = False
 
     def __init__(self, d_model: int, score_scale: float | None = None, **kwargs):

@@ -3,54 +3,60 @@
 The paper writes  π_n = Π_{j<=n} a_j,  Y = ((Q ⊙ Π)(K ⊙ Π⁻¹)ᵀ ⊙ M) V  with M causal (diagonal included).
 1/π_n overflows after a few hundred tokens, so ``gateloop_attention`` uses relative quantities only:
 
-    L_n = Σ_{j<=n} log|a_j|,  Φ_n = Σ_{j<=n} θ_j                 (fp64 cumulative sums)
-    A_nm = Σ_d q_nd k_md · exp(L_n - L_m) · cos(Φ_n - Φ_m)       (m <= n; the exponent is -inf above the diagonal)
-    y_n  = Σ_m A_nm v_m + Re((q_n ⊙ e^{L_n + iΦ_n})ᵀ S_0)
+    A_nm = Σ_d q_nd k_md · exp(Σ_{m<j<=n} log|a_jd|) · cos(Φ_nd - Φ_md)     (m <= n, 0 above),  Φ_n = Σ_{j<=n} θ_j
+    y_n  = Σ_m A_nm v_m + Re((q_n ⊙ e^{L_n + iΦ_n})ᵀ S_0),   L_n = Σ_{j<=n} log|a_j|
 
-Every exponent is <= 0. The mask is applied to the exponent (before exp), never as a 0/1 product, so no
-inf·0 = NaN appears in the backward pass. ``gateloop_attention_unsafe`` is the paper's literal form, kept
-to document its failure (tests, T <= 32). Memory is O(B·T²·H·K).
+The cosine is split by the rotating frame (``common.rotating_frame``: cos(Φ_n - Φ_m) = cos Φ_n cos Φ_m + sin Φ_n
+sin Φ_m, Φ summed in fp64 and wrapped), and the decays by ``scores.decayed_scores`` (hierarchical matmuls, every
+factor e^{sum of log|a|} <= 1), so A is built from matmuls of q, k of width 2K: O(T²·K) flops, O(T²) memory,
+no T×T×K intermediate. It is the chunkwise algorithm with one chunk of T tokens, its sums of log|a| in fp64
+(fp32 cumulative sums over thousands of tokens lose ~1e-4 relative accuracy). ``gateloop_attention_unsafe`` is the
+paper's literal form, kept to document its failure (tests, T <= 32).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .common import cexp, complex_dtype, prepare, transition
+from .chunkwise import frame_chunkwise
+from .common import frame_state, prepare, rotating_frame, transition, unframe_state
+from .scores import decayed_scores
 
 
 def _causal(T: int, device) -> torch.Tensor:
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()  # [n, m]: m <= n
 
 
+def _pow2_pad(x: torch.Tensor, P: int) -> torch.Tensor:
+    """Zero-pad the time axis (dim 2 of a heads-first tensor) to P tokens (pad tokens neither write nor decay)."""
+    T = x.shape[2]
+    return x if P == T else torch.cat([x, x.new_zeros(*x.shape[:2], P - T, *x.shape[3:])], dim=2)
+
+
 def relative_scores(q, k, log_mag, phase) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``A (B, H, T, T)`` of the surrogate form (compute dtype) and the fp64 cumulative sums ``L, Φ (B, T, H, K)``."""
-    dt = q.dtype
+    T = q.shape[1]
     L = log_mag.double().cumsum(1)  # (B, T, H, K) fp64
     Phi = phase.double().cumsum(1)
-    E = L[:, :, None] - L[:, None, :]  # (B, Tn, Tm, H, K): L_n - L_m, fp64
-    dPhi = Phi[:, :, None] - Phi[:, None, :]
-    causal = _causal(q.shape[1], q.device)[None, :, :, None, None]
-    E = E.masked_fill(~causal, float("-inf"))  # mask the exponent, not the product
-    W = torch.exp(E.to(dt)) * torch.cos(dPhi).to(dt)  # (B, Tn, Tm, H, K)
-    A = torch.einsum("bnhk,bmhk,bnmhk->bhnm", q, k, W)  # (B, H, T, T)
-    return A, L, Phi
+    q, k, log_mag, phase = (t.transpose(1, 2) for t in (q, k, log_mag, phase))  # heads first
+    qh, kh, _ = rotating_frame(q, k, phase, dim=2)  # (B, H, T, 2, K)
+    P = 1 << (T - 1).bit_length()
+    A = decayed_scores(_pow2_pad(qh, P), _pow2_pad(kh, P), _pow2_pad(log_mag, P))
+    return A[..., :T, :T], L, Phi
 
 
 def gateloop_attention(q, k, v, log_mag, phase=None, state=None):
     """Same inputs / outputs as ``gateloop_naive``."""
+    real = phase is None
     q, k, v, log_mag, phase, state = prepare(q, k, v, log_mag, phase, state)
-    cd = complex_dtype(q.dtype)
-    A, L, Phi = relative_scores(q, k, log_mag, phase)
-    y = torch.einsum("bhnm,bmhv->bnhv", A, v)  # (B, T, H, V)
-    # final state: S_T = Σ_m diag(e^{(L_T - L_m) + i(Φ_T - Φ_m)}) k_m v_mᵀ  [+ diag(e^{L_T + iΦ_T}) S_0]
-    to_end = cexp(L[:, -1:] - L, Phi[:, -1:] - Phi).to(cd)  # (B, T, H, K)
-    S = torch.einsum("bmhk,bmhv->bhkv", k * to_end, v.to(cd))  # (B, H, K, V)
-    if state is not None:
-        from_start = cexp(L, Phi).to(cd)  # (B, T, H, K): Π_{j<=n} a_j, |.| <= 1
-        y = y + torch.einsum("bnhk,bhkv->bnhv", q * from_start, state).real
-        S = S + from_start[:, -1, :, :, None] * state
-    return y, S
+    q, k, v, log_mag, phase = (t.transpose(1, 2) for t in (q, k, v, log_mag, phase))  # heads first
+    qh, kh, theta = rotating_frame(q, k, None if real else phase, dim=2)
+    R = qh.shape[-2]
+    T = q.shape[2]
+    y, Z = frame_chunkwise(qh, kh, v, log_mag, frame_state(state, R), chunk_size=T)
+    theta_T = None if theta is None else theta[:, :, -1]
+    total = None if state is None or not real else log_mag.double().sum(2).to(q.dtype)
+    return y.transpose(1, 2), unframe_state(Z, theta_T, state, total)
 
 
 def gateloop_attention_unsafe(q, k, v, log_mag, phase=None, state=None):

@@ -11,8 +11,8 @@ gated linear attention with per-dimension real decay λ_j = log|a_j| <= 0. Insid
 
 The intra-chunk scores are ``scores.decayed_scores`` (hierarchical matmuls, every factor <= 1); each chunk is
 padded to the next power of two P >= C with tokens that neither write nor decay. Every exponent is a sum of
-λ <= 0 (no overflow, and no difference of cumulative sums, so fp32 keeps ~1e-6 relative accuracy at any T and
-any decay strength). Work per head: O(T·C·K) matmul flops + O(T·K·V) for the states, O(T·K·log C)
+λ <= 0 (no overflow for any decay strength), taken as a difference of chunk-local float64 prefix sums (error
+~1e-16·|b|, so fp32 keeps ~1e-6 relative accuracy at any T, also after resets with log|a| ≈ -1e4). Work per head: O(T·C·K) matmul flops + O(T·K·V) for the states, O(T·K·log C)
 exponentials; the states entering the chunks come from one sequential loop over the T/C chunks.
 """
 
@@ -22,7 +22,7 @@ import torch
 
 from ...errors import InputError
 from .common import frame_state, prepare, rotating_frame, unframe_state
-from .scores import decayed_scores, exclusive_reverse_cumsum
+from .scores import decayed_scores
 
 
 def _next_pow2(n: int) -> int:
@@ -42,7 +42,7 @@ def _to_blocks(x: torch.Tensor, N: int, C: int, P: int) -> torch.Tensor:
     return x
 
 
-def frame_chunkwise(qh, kh, v, lam, Z0=None, chunk_size: int = 64, sum_dtype=None):
+def frame_chunkwise(qh, kh, v, lam, Z0=None, chunk_size: int = 64):
     """The real chunkwise core, heads first: ``qh, kh (B, H, T, R, K)``, ``v (B, H, T, V)``, ``lam (B, H, T, K)``
     (<= 0), frame state ``Z0 (B, H, R·K, V)`` or None -> ``y (B, H, T, V)`` and ``Z (B, H, R·K, V)`` (equations in
     the module docstring)."""
@@ -54,14 +54,15 @@ def frame_chunkwise(qh, kh, v, lam, Z0=None, chunk_size: int = 64, sum_dtype=Non
     qb, kb = _to_blocks(qh, N, C, P), _to_blocks(kh, N, C, P)  # (B, H, N, P, R, K)
     vb, lb = _to_blocks(v, N, C, P), _to_blocks(lam, N, C, P)  # (B, H, N, P, V), (B, H, N, P, K)
 
-    A = decayed_scores(qb, kb, lb, sum_dtype=sum_dtype)  # (B, H, N, P, P)
+    b = lb.double().cumsum(-2)  # (B, H, N, P, K) within-chunk prefix sums, fp64 (differences stay exact)
+    A = decayed_scores(qb, kb, lb, b)  # (B, H, N, P, P)
     y = A @ vb  # intra-chunk part
 
-    b = lb.cumsum(-2)  # (B, H, N, P, K) within-chunk prefix sums
-    q_in = (qb * b.exp()[..., None, :]).flatten(-2)  # (B, H, N, P, R·K): reads the incoming state
-    k_out = (kb * exclusive_reverse_cumsum(lb, -2).exp()[..., None, :]).flatten(-2)  # writes the outgoing state
+    b_end = b[..., -1:, :]  # the whole chunk's decay exponent
+    q_in = (qb * b.to(qb.dtype).exp()[..., None, :]).flatten(-2)  # (B, H, N, P, R·K): reads the incoming state
+    k_out = (kb * (b_end - b).to(kb.dtype).exp()[..., None, :]).flatten(-2)  # e^{G_σ}: writes the outgoing state
     U = k_out.transpose(-1, -2) @ vb  # (B, H, N, R·K, V)
-    decay = b[..., -1, :].exp()[..., None, :].expand(B, H, N, R, K).reshape(B, H, N, R * K, 1)
+    decay = b_end.to(vb.dtype).exp().expand(B, H, N, R, K).reshape(B, H, N, R * K, 1)
     Z = Z0 if Z0 is not None else vb.new_zeros(B, H, R * K, V)
     starts = []
     # sequential state passing over the T/C chunks; unbind, not U[:, :, n]: the backward of N separate slices

@@ -9,11 +9,13 @@ parts, ``rotating_frame`` in common.py), so the sum runs over R·K. A factorisat
 b = cumsum λ overflows for strong decay, and pairwise exponents cost O(P²·K) elementwise work. Here the matrix
 is split hierarchically: a block of s tokens with midpoint m has its lower-left quadrant (σ < m <= τ) equal to
 
-    Q = (q_τ ⊙ e^{Σ_{m<=j<=τ} λ_j}) (k_σ ⊙ e^{Σ_{σ<j<m} λ_j})ᵀ,
+    Q = (q_τ ⊙ e^{b_τ - b_{m-1}}) (k_σ ⊙ e^{b_{m-1} - b_σ})ᵀ,      b_τ - b_{m-1} = Σ_{m<=j<=τ} λ_j <= 0,
 
-a matmul whose two factors are both <= 1 (every exponent is a sum of λ <= 0: no overflow, and no difference of
-cumulative sums, so no cancellation); the two diagonal halves recurse, down to the single-token diagonal
-q_τ·k_τ. Work: log₂P batched matmuls with O(P²·R·K) flops in all, plus O(P·K·log₂P) exponentials.
+a matmul whose two factors are both <= 1 (no overflow for any decay strength; a factor that underflows to 0
+belongs to a product that is smaller still); the two diagonal halves recurse, down to the single-token diagonal
+q_τ·k_τ. The prefix sums b are float64, so the differences carry ~1e-16·|b| absolute error (no cancellation
+trouble in fp32 after resets, where |b| is large); they are cast to the compute dtype before ``exp``.
+Work: log₂P batched matmuls with O(P²·R·K) flops in all, plus O(P·K·log₂P) exponentials.
 Reference: ``decayed_scores_naive`` (the pairwise exponents, built as segment sums).
 """
 
@@ -27,30 +29,23 @@ from ...errors import InputError
 _SMALL = 2
 
 
-def exclusive_reverse_cumsum(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """``out_σ = Σ_{j>σ} x_j`` along ``dim``: a reverse cumsum of the sequence shifted by one (no subtraction)."""
-    x = x.movedim(dim, -1)
-    shifted = torch.cat([x[..., 1:], torch.zeros_like(x[..., :1])], dim=-1)
-    return shifted.flip(-1).cumsum(-1).flip(-1).movedim(-1, dim)
-
-
-def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, sum_dtype: torch.dtype | None = None):
+def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, b: torch.Tensor | None = None):
     """``q, k (..., P, R, K)``, ``lam (..., P, K)`` (<= 0), P a power of two -> ``A (..., P, P)`` (see the module).
 
-    ``sum_dtype``: dtype of the within-block sums of λ (e.g. float64 for a long single block; the exponentials
-    are then cast back to q's dtype)."""
+    ``b``: the float64 prefix sums ``lam.double().cumsum(-2)`` when the caller has them already."""
     *lead, P, R, K = q.shape
     if P & (P - 1):
         raise InputError(f"decayed_scores: the block length P must be a power of two, got {P}")
+    if b is None:
+        b = lam.double().cumsum(-2)
     blocks = (q * k).sum((-2, -1))[..., None, None]  # (..., P, 1, 1): the diagonal τ = σ, decay e^0
     s = 2
     while s <= P:
         h = s // 2
-        lam_s = lam.reshape(*lead, P // s, 2, h, K)
-        if sum_dtype is not None:
-            lam_s = lam_s.to(sum_dtype)
-        row = lam_s[..., 1, :, :].cumsum(-2).exp().to(q.dtype)  # e^{Σ_{m<=j<=τ} λ_j}, τ in the second half
-        col = exclusive_reverse_cumsum(lam_s[..., 0, :, :], -2).exp().to(q.dtype)  # e^{Σ_{σ<j<m} λ_j}
+        b_s = b.reshape(*lead, P // s, 2, h, K)
+        ref = b_s[..., 0, -1:, :]  # b_{m-1}: the last prefix sum of the first half
+        row = (b_s[..., 1, :, :] - ref).to(q.dtype).exp()  # e^{Σ_{m<=j<=τ} λ_j}, τ in the second half
+        col = (ref - b_s[..., 0, :, :]).to(q.dtype).exp()  # e^{Σ_{σ<j<m} λ_j}, σ in the first half
         qs = q.reshape(*lead, P // s, 2, h, R, K)[..., 1, :, :, :] * row[..., None, :]  # (..., P/s, h, R, K)
         ks = k.reshape(*lead, P // s, 2, h, R, K)[..., 0, :, :, :] * col[..., None, :]
         if h <= _SMALL:

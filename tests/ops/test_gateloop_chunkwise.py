@@ -1,0 +1,154 @@
+"""GateLoop chunkwise and surrogate-attention forms (seqzoo/ops/gateloop/chunkwise.py, attention.py, scores.py)
+against the fp64 per-token loop ``gateloop_naive``: outputs, final states, gradients of q, k, v, log|a|, θ and the
+initial state; odd T and chunk sizes that are not powers of two (padding); carried states; fp32 at T = 4096 with
+strong decays (log|a| down to -1e4) without overflow or NaN. The hierarchical score matrix against its pairwise
+reference. Closeness: ``tests/helpers.py``.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import GRAD_SCALE, assert_close
+
+from seqzoo.errors import InputError
+from seqzoo.mixers.gateloop_softmax import softmax_gateloop_attention
+from seqzoo.ops.gateloop.attention import gateloop_attention, relative_scores
+from seqzoo.ops.gateloop.chunkwise import gateloop_chunkwise
+from seqzoo.ops.gateloop.naive import gateloop_naive
+from seqzoo.ops.gateloop.scores import decayed_scores, decayed_scores_naive
+
+
+def make(B=2, T=37, H=3, K=4, V=5, dtype=torch.float64, seed=0, state=True, real=False, pre=None):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    q, k, v = r(B, T, H, K), r(B, T, H, K), r(B, T, H, V)
+    log_mag = F.logsigmoid(1 + 2 * r(B, T, H, K) if pre is None else pre(r(B, T, H, K)))
+    phase = None if real else r(B, T, H, K)
+    S0 = torch.complex(r(B, H, K, V), r(B, H, K, V)) if state else None
+    cd = torch.complex128 if dtype == torch.float64 else torch.complex64
+    return [None if t is None else t.to(cd if t.is_complex() else dtype) for t in (q, k, v, log_mag, phase, S0)]
+
+
+def chunkwise(C):
+    return lambda *a: gateloop_chunkwise(*a, chunk_size=C)
+
+
+FORMS = {f"chunkwise C={C}": chunkwise(C) for C in (5, 8, 16, 64)} | {"attention": gateloop_attention}
+
+
+def outputs_and_grads(fn, args):
+    leaves = [None if t is None else t.detach().clone().requires_grad_(True) for t in args]
+    y, S = fn(*leaves)
+    gy = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).reshape(y.shape)
+    loss = (y * gy).sum() + (S.real * 0.3 - S.imag * 0.7).sum()
+    wrt = [t for t in leaves if t is not None]
+    return y, S, torch.autograd.grad(loss, wrt)
+
+
+@pytest.mark.parametrize("P", [1, 2, 4, 8, 64])
+@pytest.mark.parametrize("R", [1, 2])
+def test_decayed_scores_equal_pairwise_reference(P, R):
+    g = torch.Generator().manual_seed(P + R)
+    q, k = (torch.randn(3, P, R, 5, generator=g, dtype=torch.float64) for _ in range(2))
+    lam = F.logsigmoid(3 * torch.randn(3, P, 5, generator=g, dtype=torch.float64))
+    assert_close(decayed_scores(q, k, lam), decayed_scores_naive(q, k, lam), 1e-13)
+
+
+def test_decayed_scores_strong_decay_fp32_finite_and_exact():
+    # log|a| from -1e4 (a reset) to -1e-9 (|a| ≈ 1): an e^{b_τ}·e^{-b_σ} factorisation would overflow here
+    g = torch.Generator().manual_seed(7)
+    P, K = 64, 6
+    q, k = (torch.randn(2, P, 2, K, generator=g, dtype=torch.float64) for _ in range(2))
+    lam = -torch.exp(torch.empty(2, P, K, dtype=torch.float64).uniform_(-20, 9.3, generator=g))
+    ref = decayed_scores_naive(q, k, lam)
+    got = decayed_scores(q.float(), k.float(), lam.float())
+    assert_close(got, ref, 1e-5)
+    with pytest.raises(InputError, match="power of two"):
+        decayed_scores(q[:, :6], k[:, :6], lam[:, :6])
+
+
+@pytest.mark.parametrize("T", [1, 7, 37, 100])
+@pytest.mark.parametrize("real", [False, True], ids=["complex", "real"])
+@pytest.mark.parametrize("state", [True, False], ids=["S0", "noS0"])
+def test_fp64_outputs_states_gradients_equal_loop(T, real, state):
+    args = make(T=T, real=real, state=state)
+    y_ref, S_ref, g_ref = outputs_and_grads(gateloop_naive, args)
+    for name, fn in FORMS.items():
+        y, S, gr = outputs_and_grads(fn, args)
+        assert y.dtype == torch.float64 and S.dtype == torch.complex128, name
+        assert_close(y, y_ref, 1e-10, name=f"{name} y")
+        assert_close(S, S_ref, 1e-10, name=f"{name} S")
+        for i, (a, b) in enumerate(zip(gr, g_ref)):
+            assert_close(a, b, 1e-10, scale=GRAD_SCALE, name=f"{name} grad {i}")
+
+
+def test_gradcheck_chunkwise_with_padding():
+    # T = 7 with C = 3: chunks padded to P = 4, the last chunk holds one token; complex S_0 as an input
+    q, k, v, lm, ph, S0 = make(B=1, T=7, H=2, K=2, V=3, seed=3)
+    pre = torch.logit(lm.exp())  # through the pre-activation, so log|a| stays <= 0
+
+    def fn(q, k, v, pre, ph, S0):
+        return gateloop_chunkwise(q, k, v, F.logsigmoid(pre), ph, S0, chunk_size=3)
+
+    inputs = [t.clone().requires_grad_(True) for t in (q, k, v, pre, ph, S0)]
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7, rtol=1e-5, fast_mode=True)
+
+
+@pytest.mark.parametrize("name", list(FORMS))
+def test_split_with_carried_state_equals_whole(name):
+    fn = FORMS[name]
+    q, k, v, lm, ph, S0 = make(T=41)
+    y_whole, S_whole = fn(q, k, v, lm, ph, S0)
+    for t in (1, 4, 5, 16, 17, 40):
+        y1, S1 = fn(q[:, :t], k[:, :t], v[:, :t], lm[:, :t], ph[:, :t], S0)
+        y2, S2 = fn(q[:, t:], k[:, t:], v[:, t:], lm[:, t:], ph[:, t:], S1)
+        assert_close(torch.cat([y1, y2], 1), y_whole, 1e-12, name=f"y split at {t}")
+        assert_close(S2, S_whole, 1e-12, name=f"S split at {t}")
+
+
+def strong_decay(x):
+    """γ̃ per key dim: resets (-1e4), strong decay (-40), |a| ≈ 0.5 and |a| ≈ 1 (+20), mixed along T."""
+    centre = torch.tensor([-1e4, -40.0, 0.0, 20.0], dtype=x.dtype)
+    return centre[torch.arange(x.shape[-1]) % 4] + x + torch.where(x > 2.3, -1e4, 0.0)
+
+
+@pytest.mark.parametrize("name", ["chunkwise C=64", "attention"])
+def test_fp32_long_strong_decay_no_overflow(name):
+    T = 4096
+    args64 = make(B=1, T=T, H=2, K=8, V=4, pre=strong_decay)
+    assert float(args64[3].min()) <= -1e4 + 10  # resets are there
+    y_ref, S_ref, g_ref = outputs_and_grads(gateloop_naive, args64)
+    args32 = [t.float() if not t.is_complex() else t.to(torch.complex64) for t in args64]
+    y, S, gr = outputs_and_grads(FORMS[name], args32)
+    assert y.dtype == torch.float32 and S.dtype == torch.complex64
+    assert_close(y, y_ref, 1e-4, name="y")
+    assert_close(S, S_ref, 1e-4, name="S")
+    for i, (a, b) in enumerate(zip(gr, g_ref)):
+        assert_close(a, b, 1e-4, scale=GRAD_SCALE, name=f"grad {i}")
+
+
+def test_relative_scores_equal_pairwise_formula():
+    q, k, _, lm, ph, _ = make(T=19)
+    A, L, Phi = relative_scores(q, k, lm, ph)
+    E = L[:, :, None] - L[:, None, :]  # (B, Tn, Tm, H, K)
+    W = torch.exp(E) * torch.cos(Phi[:, :, None] - Phi[:, None, :])
+    ref = torch.einsum("bnhk,bmhk,bnmhk->bhnm", q, k, W) * torch.ones(19, 19, dtype=torch.float64).tril()
+    assert_close(A, ref, 1e-12)
+
+
+def test_softmax_scores_with_cache_equal_whole():
+    q, k, v, lm, ph, _ = make(T=23, state=False)
+    y_whole, _ = softmax_gateloop_attention(q, k, v, lm, ph, None)
+    y1, cache = softmax_gateloop_attention(q[:, :9], k[:, :9], v[:, :9], lm[:, :9], ph[:, :9], None)
+    ys = [y1]
+    for t in range(9, 23, 7):
+        y_t, cache = softmax_gateloop_attention(*(x[:, t : t + 7] for x in (q, k, v, lm, ph)), cache)
+        ys.append(y_t)
+    assert_close(torch.cat(ys, 1), y_whole, 1e-12)
+
+
+def test_bad_chunk_size():
+    args = make(T=5)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(InputError, match="chunk_size"):
+            gateloop_chunkwise(*args, chunk_size=bad)
