@@ -13,7 +13,7 @@ import torch
 
 from seqzoo.errors import InputError
 from seqzoo.kernels import prune
-from seqzoo.kernels.prune import Usage, fallback_mask, keep_mask, smem_limit
+from seqzoo.kernels.prune import Usage, keep_mask, smem_limit
 
 triton = pytest.importorskip("triton")
 
@@ -26,11 +26,9 @@ def test_keep_mask_fabricated():
     lim = 100_000
     us = [Usage(128, 0, 50_000), Usage(255, 64, 50_000), Usage(200, 0, 100_001), None, Usage(96, 0, 100_000)]
     assert keep_mask(us, lim) == [True, False, False, False, True]
-    # nothing spill-free: the fitting configs with the fewest spill bytes
+    # nothing spill-free: nothing kept (a spilling config is never launched; the dispatch takes the torch path)
     us = [Usage(255, 64, 10), Usage(255, 32, 10), Usage(255, 32, 200_000), Usage(255, 32, 20)]
     assert keep_mask(us, lim) == [False] * 4
-    assert fallback_mask(us, lim) == [False, True, False, True]
-    assert fallback_mask([Usage(1, 0, 200_000), None], lim) == [False, False]
 
 
 def test_smem_limits():
@@ -73,7 +71,10 @@ def test_prune_hook_fabricated(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (9, 0))
     assert [c.kwargs["BV"] for c in hook(cfgs, {"x": torch.zeros(2)}, L=64)] == [16, 64]  # 227 KB on sm_90
     hook.kernel = _Kernel({16: (255, 8, 300_000), 32: (255, 8, 300_000), 64: None, 128: None})
-    with pytest.raises(RuntimeError, match="no autotune config fits sm_90"):
+    with pytest.raises(RuntimeError, match="no autotune config can run on sm_90.*shared memory"):
+        hook(cfgs, {"x": torch.zeros(2)}, L=64)
+    hook.kernel = _Kernel({16: (255, 8, 1000), 32: (255, 16, 1000), 64: None, 128: None})  # fits, but spills
+    with pytest.raises(RuntimeError, match="no autotune config can run on sm_90.*spills registers"):
         hook(cfgs, {"x": torch.zeros(2)}, L=64)
 
 
@@ -173,15 +174,13 @@ def test_aot_ci_subset(tmp_path):
     for r in rows:
         assert 0 < r["registers"] <= 255 and r["shared"] >= 0 and r["spill_bytes"] >= 0
         assert r["kept"] == (r["shared"] <= r["smem_limit"] and r["spill_bytes"] == 0)
-    # the hook's rule on the real numbers: per launch, the fallback keeps the least-spilling fitting configs
+    # the hook's rule on the real numbers
     groups = {}
     for r in rows:
         groups.setdefault((r["kernel"], r["constexprs"], r["scenario"], r["target"]), []).append(r)
     for grp in groups.values():
         us = [Usage(r["registers"], r["spill_bytes"], r["shared"]) for r in grp]
-        mask = fallback_mask(us, grp[0]["smem_limit"])
-        chosen = [u.spill_bytes for u, k in zip(us, mask) if k]
-        assert chosen and max(chosen) == min(u.spill_bytes for u in us if u.shared <= grp[0]["smem_limit"])
+        assert [r["kept"] for r in grp] == keep_mask(us, grp[0]["smem_limit"])
     assert (tmp_path / "kernels_aot.md").read_text().count("| _") == len(rows)
     assert (tmp_path / "kernels_aot.csv").exists() and (tmp_path / "kernels_aot.json").exists()
 

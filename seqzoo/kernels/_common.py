@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import torch
 import triton
 import triton.language as tl
@@ -37,3 +41,35 @@ def configs(full: list, small) -> list:
 
 def next_pow2(n: int, lo: int = 16) -> int:
     return max(lo, triton.next_power_of_2(n))
+
+
+# launches recorded instead of run while ``probe_launches`` is active (None: launch for real)
+_probing: ContextVar[list | None] = ContextVar("seqzoo_kernel_probe", default=None)
+
+
+def launch(kernel, grid, *args, **kwargs):
+    """``kernel[grid](*args, **kwargs)``; under ``probe_launches`` the launch is recorded and not run."""
+    rec = _probing.get()
+    if rec is None:
+        return kernel[grid](*args, **kwargs)
+    rec.append((kernel, args, kwargs))
+    return None
+
+
+@contextmanager
+def _recording():
+    rec: list = []
+    token = _probing.set(rec)
+    try:
+        yield rec
+    finally:
+        _probing.reset(token)
+
+
+def probe_launches(run: Callable[[], object]) -> list[tuple]:
+    """The (kernel, args, constexpr kwargs) of every launch ``run()`` makes, no kernel run. ``run`` calls an op's
+    real entry point (forward, and backward through autograd) on tiny inputs with the shape's dtypes, head dims and
+    chunk: outputs are left unwritten, so only the launch code runs (the same idea as ``kernels/aot_capture.py``)."""
+    with _recording() as rec:
+        run()
+    return rec

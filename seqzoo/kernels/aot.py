@@ -123,7 +123,8 @@ def capture(scs: list[dict]) -> list[dict]:
 
 def jobs(launches: list[dict], targets: Iterable[str], configs: str = "all") -> list[dict]:
     """One job per (distinct launch, autotune config, target). ``configs="ends"`` keeps the first and last config
-    of each kernel's list, ``"first"`` the first (CI subsets)."""
+    of each kernel's list, ``"first"`` the first (CI subsets). Ordered by head-dim tile (``BK``, stable): the small,
+    quick compiles of every kernel, dtype and target come first, the slowest (largest tiles) last."""
     out, seen = [], set()
     ncfg = _config_counts(sorted({lc["kernel"] for lc in launches}))
     for lc in launches:
@@ -135,7 +136,7 @@ def jobs(launches: list[dict], targets: Iterable[str], configs: str = "all") -> 
                 if key not in seen:
                     seen.add(key)
                     out.append({**lc, "config": ci, "target": t})
-    return out
+    return sorted(out, key=lambda j: j["constexprs"].get("BK", 0) if isinstance(j["constexprs"].get("BK"), int) else 0)
 
 
 def _spec(args: dict) -> dict:
@@ -341,9 +342,18 @@ def _run_worker(req: dict, cache_dir: str | None = None):
     return json.loads(r.stdout)
 
 
-def compile_jobs(todo: list[dict], workers: int = 1, cache_dir: str | None = None, workdir: str | None = None):
-    """Compile ``todo`` in ``workers`` subprocesses (no interpreter); rows in job order."""
+def compile_jobs(
+    todo: list[dict],
+    workers: int = 1,
+    cache_dir: str | None = None,
+    workdir: str | None = None,
+    progress: str | Path | None = None,
+):
+    """Compile ``todo`` in ``workers`` subprocesses (no interpreter); rows per worker in job order. Each worker's
+    output is read as it comes (a full pipe would stall a worker); ``progress``: a JSON-lines file that gets each
+    row as soon as it is compiled (a long run that is stopped keeps what it finished)."""
     import tempfile
+    import threading
 
     workdir = workdir or tempfile.mkdtemp(prefix="seqzoo-aot-")
     parts = [todo[i::workers] for i in range(max(1, workers))]
@@ -362,13 +372,35 @@ def compile_jobs(todo: list[dict], workers: int = 1, cache_dir: str | None = Non
         p.stdin.write(json.dumps({"what": "compile", "jobs": part, "workdir": workdir}))
         p.stdin.close()
         procs.append(p)
+    lock = threading.Lock()
+    outs: list[list[dict]] = [[] for _ in procs]
+    errs: list[str] = ["" for _ in procs]
+    sink = open(progress, "a") if progress else None  # noqa: SIM115  (written by two reader threads, closed below)
+
+    def drain(j: int, p) -> None:
+        for line in p.stdout:
+            if line.strip():
+                outs[j].append(json.loads(line))
+                if sink is not None:
+                    with lock:
+                        sink.write(line if line.endswith("\n") else line + "\n")
+                        sink.flush()
+
+    def drain_err(j: int, p) -> None:
+        errs[j] = p.stderr.read()
+
+    threads = [threading.Thread(target=fn, args=(j, p)) for j, p in enumerate(procs) for fn in (drain, drain_err)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if sink is not None:
+        sink.close()
     rows = []
-    for p in procs:
-        out = p.stdout.read()
-        err = p.stderr.read()
+    for j, p in enumerate(procs):
         if p.wait() != 0:
-            raise RuntimeError(f"kernel compile worker failed:\n{err[-4000:]}")
-        rows += [json.loads(line) for line in out.splitlines() if line.strip()]
+            raise RuntimeError(f"kernel compile worker failed:\n{errs[j][-4000:]}")
+        rows += outs[j]
     return rows
 
 
@@ -460,8 +492,10 @@ def check(
     configs: str = "all",
     workers: int = 1,
     cache_dir: str | None = None,
+    progress: str | Path | None = None,
 ) -> list[dict]:
-    """Capture, compile and mark: the rows of the table (``write_outputs`` writes them)."""
+    """Capture, compile and mark: the rows of the table (``write_outputs`` writes them; ``progress``: a JSON-lines
+    file of the rows as they compile)."""
     targets, dtypes, modes = list(targets), list(dtypes), list(modes)
     for t in targets:
         require(t in TARGETS, f"--targets: unknown target {t!r}; known: {', '.join(TARGETS)}")
@@ -475,7 +509,7 @@ def check(
     sizes = preset_sizes() if sizes is None else sizes
     launches = capture(scenarios(sizes, dtypes, modes))
     todo = jobs(launches, targets, configs)
-    return mark_kept(compile_jobs(todo, workers, cache_dir))
+    return mark_kept(compile_jobs(todo, workers, cache_dir, progress=progress))
 
 
 if __name__ == "__main__":

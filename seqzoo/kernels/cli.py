@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 
 def _list(s: str) -> list[str]:
@@ -15,6 +16,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from . import aot
 
     t0 = time.perf_counter()
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "kernels_aot.partial.jsonl").unlink(missing_ok=True)
     rows = aot.check(
         targets=_list(args.targets),
         dtypes=_list(args.dtypes),
@@ -22,6 +25,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         configs=args.configs,
         workers=args.jobs,
         cache_dir=args.cache_dir,
+        progress=Path(args.out) / "kernels_aot.partial.jsonl",
     )
     meta = {"targets": args.targets, "dtypes": args.dtypes, "modes": args.modes, "configs": args.configs}
     s = aot.write_outputs(rows, args.out, meta)

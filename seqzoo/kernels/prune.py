@@ -1,15 +1,19 @@
 """Autotune configs that cannot run well are never tried: drop those over the shared-memory limit or that spill.
 
-``keep_mask`` is the one decision, used by the autotune hook on a GPU and by the ahead-of-time table
-(``seqzoo kernels check``, ``kernels/aot.py``) on any machine: a config is kept when it compiled, its shared memory
-fits the target's per-block limit and ptxas reports no register spills (spills go to local memory, i.e. DRAM).
-When no config of a launch is spill-free, the hook keeps the fitting configs with the fewest spill bytes (a slow
-kernel beats none) and logs it; when none fits in shared memory it raises, naming the kernel and the target.
+``keep_mask`` is the one decision, used by the autotune hook on a GPU, by the dispatchers' shape check and by the
+ahead-of-time table (``seqzoo kernels check``, ``kernels/aot.py``) on any machine: a config is kept when it
+compiled, its shared memory fits the target's per-block limit and ptxas reports no register spills (spills go to
+local memory, i.e. DRAM). A spilling config is never launched: when no config of a launch is kept, the hook raises,
+naming the kernel and the target.
 
-``autotune(configs, key)`` replaces ``triton.autotune`` in ``ops/<op>/triton.py``: the hook it installs runs only
-when more than one config is listed (on a GPU; the interpreter has one), compiles each config for the current
-device (``JITFunction.warmup``: the same compile the autotuner would do next, kept in triton's cache) and reads
-the resources from the compiled kernel. Nothing here imports triton at module import.
+The dispatchers (``ops/mlstm``, ``ops/gateloop``: ``triton_fits``) ask before launching anything: ``launch_unfit``
+runs the same rule for every kernel an op would launch at these head dims / chunk / dtype on this GPU
+(``kernels/_common.py: probe_launches`` records the launches of the op's real entry point on tiny inputs), and the
+op takes its PyTorch path when one kernel has no kept config (``seqzoo.kernels.want_triton``, logged once).
+
+``autotune(configs, key)`` replaces ``triton.autotune`` in ``ops/<op>/triton.py``: the hook it installs compiles
+each config for the current device (``JITFunction.warmup``: the same compile the autotuner would do next, kept in
+triton's cache) and reads the resources from the compiled kernel. Nothing here imports triton at module import.
 """
 
 from __future__ import annotations
@@ -50,17 +54,15 @@ def keep_mask(usages: Sequence[Usage | None], limit: int) -> list[bool]:
     return [fits(u, limit) and u.spill_bytes == 0 for u in usages]
 
 
-def fallback_mask(usages: Sequence[Usage | None], limit: int) -> list[bool]:
-    """``keep_mask`` when it keeps anything; otherwise the fitting configs with the fewest spill bytes (all False
-    when none fits in shared memory)."""
-    keep = keep_mask(usages, limit)
-    if any(keep):
-        return keep
-    fitting = [u.spill_bytes for u in usages if fits(u, limit)]
+def why_none_kept(usages: Sequence[Usage | None], limit: int) -> str:
+    """One sentence on why ``keep_mask`` keeps no config (the log line and the dispatchers' fallback reason)."""
+    ok = [u for u in usages if u is not None]
+    if not ok:
+        return "no autotune config compiles"
+    fitting = [u for u in ok if fits(u, limit)]
     if not fitting:
-        return keep
-    least = min(fitting)
-    return [fits(u, limit) and u.spill_bytes == least for u in usages]
+        return f"every config needs more than {limit} bytes of shared memory (least {min(u.shared for u in ok)})"
+    return f"every config that fits in shared memory spills registers (least {min(u.spill_bytes for u in fitting)} B)"
 
 
 class ResourcePrune:
@@ -78,32 +80,50 @@ class ResourcePrune:
             return None
         return Usage(int(ck.n_regs), int(ck.n_spills), int(ck.metadata.shared))
 
+    def verdict(self, configs, nargs: dict, kwargs: dict, cc: int) -> tuple[list, str | None]:
+        """(kept configs, None) on compute capability ``cc`` (e.g. 90), or ([], why) when none is kept."""
+        limit = smem_limit(cc)
+        usages = [self.usage(c, nargs, kwargs) for c in configs]
+        kept = [c for c, k in zip(configs, keep_mask(usages, limit)) if k]
+        return kept, None if kept else why_none_kept(usages, limit)
+
     def __call__(self, configs, nargs: dict, **kwargs):
         import torch
 
         dev = next(t.device for t in nargs.values() if isinstance(t, torch.Tensor))
         major, minor = torch.cuda.get_device_capability(dev)
-        limit = smem_limit(10 * major + minor)
-        usages = [self.usage(c, nargs, kwargs) for c in configs]
-        mask = fallback_mask(usages, limit)
+        kept, why = self.verdict(configs, nargs, kwargs, 10 * major + minor)
         name = getattr(self.kernel, "__name__", "kernel")
-        if not any(mask):
+        if not kept:  # the dispatchers' shape check (launch_unfit) sends such shapes to torch before any launch
             raise RuntimeError(
-                f"{name}: no autotune config fits sm_{major}{minor} ({limit} bytes of shared memory per block) at "
-                f"these sizes; run with SEQZOO_KERNELS=torch"
+                f"{name}: no autotune config can run on sm_{major}{minor} at these sizes: {why}; "
+                f"run with SEQZOO_KERNELS=torch"
             )
-        if not any(keep_mask(usages, limit)):
-            log.warning(
-                "seqzoo.kernels: every %s config spills registers on sm_%d%d; trying the least spilling",
-                name,
-                major,
-                minor,
-            )
-        kept = [c for c, k in zip(configs, mask) if k]
         log.info(
             "seqzoo.kernels: %s keeps %d of %d autotune configs on sm_%d%d", name, len(kept), len(configs), major, minor
         )
         return kept
+
+
+_verdicts: dict[tuple, str | None] = {}  # launch_unfit answers per (kernel, autotune key, dtypes, cc)
+
+
+def launch_unfit(tuned, args: tuple, kwargs: dict, cc: int) -> str | None:
+    """Why no autotune config of ``tuned`` (an ``autotune``-wrapped kernel) can run with these launch arguments on
+    compute capability ``cc``: the hook's own rule (``keep_mask``), asked before launching. None when one can.
+    Remembered per autotune key, tensor dtypes and ``cc``, as the autotuner remembers its choice."""
+    nargs = dict(zip(tuned.arg_names, args))
+    every = {**nargs, **kwargs}
+    key = (
+        tuned.fn.__name__,
+        cc,
+        *(every.get(k) for k in tuned.keys),
+        *(str(v.dtype) for v in every.values() if hasattr(v, "dtype")),
+    )
+    if key not in _verdicts:
+        _, why = tuned.early_config_prune.verdict(tuned.configs, nargs, kwargs, cc)
+        _verdicts[key] = None if why is None else f"{tuned.fn.__name__} on sm_{cc}: {why}"
+    return _verdicts[key]
 
 
 def autotune(configs: list, key: list[str]):
@@ -119,4 +139,13 @@ def autotune(configs: list, key: list[str]):
     return wrap
 
 
-__all__ = ["SMEM_LIMIT", "ResourcePrune", "Usage", "autotune", "fallback_mask", "keep_mask", "smem_limit"]
+__all__ = [
+    "SMEM_LIMIT",
+    "ResourcePrune",
+    "Usage",
+    "autotune",
+    "keep_mask",
+    "launch_unfit",
+    "smem_limit",
+    "why_none_kept",
+]

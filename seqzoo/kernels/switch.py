@@ -2,15 +2,17 @@
 
 ``SEQZOO_KERNELS=torch|triton|auto`` (environment, read at every dispatch) or its Python equivalent
 ``set_kernels(...)`` / ``with use_kernels(...)`` (which take precedence over the variable) decides what the
-``impl="auto"`` dispatch of every op (``ops/<op>/__init__.py``) and the chunkwise / scan modes of the mixers run:
+``mode="auto"`` dispatch of every op (``ops/<op>/__init__.py``) and the chunkwise / scan modes of the mixers run:
 
-* ``auto`` (default): the op's Triton kernel for CUDA tensors the kernel takes (dtype, chunk size) when triton is
-  installed, the PyTorch implementation otherwise. The CPU interpreter is never chosen by ``auto``.
+* ``auto`` (default): the op's Triton kernel for CUDA tensors the kernel takes (dtype, chunk size, and sizes at
+  which one of its autotune configs fits the GPU without spilling: ``kernels/prune.py: launch_unfit``) when triton
+  is installed, the PyTorch implementation otherwise (a fallback for the sizes is logged once, with the reason).
+  The CPU interpreter is never chosen by ``auto``.
 * ``torch``: never a Triton kernel (the escape hatch when a kernel misbehaves on some GPU).
 * ``triton``: always the Triton kernel where an op has one; an ``InputError`` saying why when it cannot run (triton
   missing, tensors not on CUDA and no ``TRITON_INTERPRET=1``, a dtype or chunk size the kernel does not take).
 
-An explicit ``impl=`` other than ``"auto"`` is never overridden. The first time each (op, implementation, device
+An explicit ``mode=`` other than ``"auto"`` is never overridden. The first time each (op, implementation, device
 type) runs, ``logging.getLogger("seqzoo.kernels")`` logs it once at INFO.
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -31,7 +33,7 @@ CHOICES = ("auto", "torch", "triton")
 
 log = logging.getLogger("seqzoo.kernels")
 _override: str | None = None  # set_kernels / use_kernels; None: read the environment variable
-_seen: set[tuple[str, str, str]] = set()  # (op, impl, device type) already logged
+_seen: set[tuple] = set()  # (op, impl, device type[, fallback reason]) already logged
 
 
 def _validated(value: object, where: str) -> str:
@@ -67,18 +69,26 @@ def use_kernels(value: str) -> Iterator[None]:
         _override = previous
 
 
-def want_triton(op: str, device, unfit: str | None = None) -> bool:
-    """The ``impl="auto"`` decision for ``op`` on tensors on ``device``: True runs its Triton kernel.
+def want_triton(op: str, device, unfit: str | None = None, shape: Callable[[], str | None] | None = None) -> bool:
+    """The ``mode="auto"`` decision for ``op`` on tensors on ``device``: True runs its Triton kernel.
 
     ``unfit`` says why these inputs cannot take the kernel (dtype, chunk size, ...), None when they can.
-    Under ``triton`` a kernel that cannot run is an ``InputError`` naming the op and the reason.
+    ``shape``, asked last (only when everything else allows the kernel: it compiles), says why no autotune config
+    can run at these sizes on this GPU (``kernels/prune.py: launch_unfit``); under ``auto`` the op then takes its
+    PyTorch path and ``note_kernel`` logs the reason once. Under ``triton`` a kernel that cannot run is an
+    ``InputError`` naming the op and the reason.
     """
     setting = kernels_setting()
     if setting == "torch":
         return False
     if setting == "auto":  # the device test first: CPU calls (decode steps) skip the availability checks
-        return torch.device(device).type == "cuda" and unfit is None and triton_unusable(device) is None
-    reason = triton_unusable(device) or unfit
+        if not (torch.device(device).type == "cuda" and unfit is None and triton_unusable(device) is None):
+            return False
+        why = shape() if shape is not None else None
+        if why is not None:
+            note_kernel(op, "torch", device, why=why)
+        return why is None
+    reason = triton_unusable(device) or unfit or (shape() if shape is not None else None)
     require(
         reason is None,
         f"the kernels setting is 'triton' ({ENV} / set_kernels) but the {op} Triton kernel cannot run: {reason}",
@@ -86,9 +96,15 @@ def want_triton(op: str, device, unfit: str | None = None) -> bool:
     return True
 
 
-def note_kernel(op: str, impl: str, device) -> None:
-    """Log the first use of ``impl`` for ``op`` on this device type (once per process)."""
+def note_kernel(op: str, impl: str, device, why: str | None = None) -> None:
+    """Log the first use of ``impl`` for ``op`` on this device type (once per process); with ``why``, the first
+    time ``op`` falls back to ``impl`` for that reason (a warning: the Triton kernel was wanted)."""
     key = (op, impl, torch.device(device).type)
+    if why is not None:
+        if (*key, why) not in _seen:
+            _seen.add((*key, why))
+            log.warning("seqzoo.kernels: %s falls back to the %s path on %s tensors: %s", *key, why)
+        return
     if key in _seen:
         return
     _seen.add(key)

@@ -187,7 +187,7 @@ def _dx_rows(
     return acc
 
 
-@autotune(configs=_CONFIGS, key=["C", "K"])
+@autotune(configs=_CONFIGS, key=["C", "K", "HAS_STATE", "HAS_SEG", "HAS_BIAS", "ACT"])
 @triton.jit
 def _conv_fwd_kernel(
     x_ptr,
@@ -236,7 +236,7 @@ def _conv_fwd_kernel(
     tl.store(y_ptr + xb + rt[:, None] * C + offs_c[None, :], z.to(y_ptr.dtype.element_ty), mask=m2)
 
 
-@autotune(configs=_CONFIGS, key=["C", "K"])
+@autotune(configs=_CONFIGS, key=["C", "K", "HAS_STATE", "HAS_SEG", "HAS_BIAS", "ACT"])
 @triton.jit
 def _conv_bwd_kernel(
     dy_ptr,

@@ -23,23 +23,29 @@ the state gradients, then every chunk computes dq, dk, dv in parallel; ``backwar
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from ...errors import InputError, require
 from ...kernels import chunk_unfit
-from ...kernels._common import check_float, configs, dot_dtype, next_pow2
-from ...kernels.prune import autotune
+from ...kernels._common import check_float, configs, dot_dtype, launch, next_pow2, probe_launches
+from ...kernels.prune import autotune, launch_unfit
 from .chunkwise import gateloop_chunkwise
+
+# Intra-chunk tile of the kernels: the (L, L, BKI) broadcast holds L²·BKI fp32 values per program, which spills
+# 11-13 KB of registers in every config at L = 64 (``seqzoo kernels check``). A larger ``chunk_size`` would only
+# group the state updates (same FLOPs, same result up to rounding), so the kernels run tiles of min(chunk_size, 16).
+TILE = 16
 
 _CONFIGS = configs(
     [
-        triton.Config({"BV": bv, "BKI": bki}, num_warps=nw, num_stages=ns)
-        for bv in (32, 64)
+        triton.Config({"BV": bv, "BKI": bki}, num_warps=nw, num_stages=1)
+        for bv in (16, 32, 64)
         for bki in (16, 32)
         for nw in (4, 8)
-        for ns in (1, 2)
     ],
     triton.Config({"BV": 16, "BKI": 16}, num_warps=1, num_stages=1),
 )
@@ -60,7 +66,7 @@ def _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, causal, K, L: tl.constexpr, BK: 
     return A
 
 
-@autotune(configs=_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_CONFIGS, key=["K", "V", "L", "HAS_STATE", "STATES_ONLY"])
 @triton.jit
 def _gla_fwd_kernel(
     q_ptr,
@@ -139,17 +145,9 @@ def _gla_fwd_kernel(
     tl.store(S_ptr + st_off, S, mask=mk[:, None] & mv[None, :])
 
 
-_BWD_CONFIGS = configs(
-    [
-        triton.Config({"BV": bv, "BKI": bki}, num_warps=nw, num_stages=1)
-        for bv in (32, 64)
-        for bki in (16, 32)
-        for nw in (4, 8)
-    ],
-    triton.Config({"BV": 16, "BKI": 16}, num_warps=1, num_stages=1),
-)
+_BWD_CONFIGS = _CONFIGS
 _DS_CONFIGS = configs(
-    [triton.Config({"BV": bv}, num_warps=nw, num_stages=ns) for bv in (32, 64) for nw in (4, 8) for ns in (1, 2)],
+    [triton.Config({"BV": bv}, num_warps=nw, num_stages=ns) for bv in (16, 32, 64) for nw in (4, 8) for ns in (1, 2)],
     triton.Config({"BV": 16}, num_warps=1, num_stages=1),
 )
 
@@ -328,7 +326,9 @@ def _backward(q, k, v, log_a, S0, dy, dST, chunk):
     Sc = torch.empty(B * H, NC, K, V, device=dev, dtype=torch.float32)
     ST = torch.empty(B, H, K, V, device=dev, dtype=torch.float32)
     grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
-    _gla_fwd_kernel[grid](
+    launch(
+        _gla_fwd_kernel,
+        grid,
         q,
         k,
         v,
@@ -352,11 +352,32 @@ def _backward(q, k, v, log_a, S0, dy, dST, chunk):
     dST = dST.float().contiguous()
     dSc = torch.empty_like(Sc)
     dS0 = torch.empty(B, H, K, V, device=dev, dtype=torch.float32)
-    _gla_bwd_dstate_kernel[grid](q, log_a, dy, dST, dSc, dS0, T, H, K, V, L=chunk, BK=BK, DOT=dt, IEEE=ieee)
+    launch(_gla_bwd_dstate_kernel, grid, q, log_a, dy, dST, dSc, dS0, T, H, K, V, L=chunk, BK=BK, DOT=dt, IEEE=ieee)
     dq = torch.empty(B, T, H, K, device=dev, dtype=torch.float32)
     dk = torch.empty_like(dq)
     dv = torch.empty_like(v)
-    _gla_bwd_kernel[(NC, B * H)](q, k, v, log_a, dy, Sc, dSc, dq, dk, dv, T, H, K, V, L=chunk, BK=BK, DOT=dt, IEEE=ieee)
+    launch(
+        _gla_bwd_kernel,
+        (NC, B * H),
+        q,
+        k,
+        v,
+        log_a,
+        dy,
+        Sc,
+        dSc,
+        dq,
+        dk,
+        dv,
+        T,
+        H,
+        K,
+        V,
+        L=chunk,
+        BK=BK,
+        DOT=dt,
+        IEEE=ieee,
+    )
     # ∂loss/∂b_t = q_t·dq_t − k_t·dk_t (+ Σ_v S_T dS_T at t = T), b = cumsum(log_a): dlog_a = reverse cumsum
     db = q.float() * dq - k.float() * dk  # (B, T, H, K)
     dlog_a = db.flip(1).cumsum(1).flip(1) + (ST * dST).sum(-1)[:, None]  # (B, T, H, K)
@@ -370,7 +391,9 @@ def _forward(q, k, v, log_a, S0, chunk, out_dtype):
     S = torch.empty(B, H, K, V, device=q.device, dtype=torch.float32)
     dt = dot_dtype(q.dtype)
     grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
-    _gla_fwd_kernel[grid](
+    launch(
+        _gla_fwd_kernel,
+        grid,
         q,
         k,
         v,
@@ -447,8 +470,9 @@ def gla_triton(
     """``q, k, log_a (B, T, H, K)``, ``v (B, T, H, V)``, real ``state (B, H, K, V)`` or None ->
     ``y (B, T, H, V)`` (``out_dtype``, default v's dtype) and the final state ``(B, H, K, V)`` fp32.
 
-    ``log_a <= 0`` (checked). ``chunk_size``: power of two >= 16 (default 16: the intra-chunk (L, L, BKI) broadcast
-    grows as L², so larger chunks only pay off once the intra-chunk part becomes a matmul, which it is not yet).
+    ``log_a <= 0`` (checked). ``chunk_size``: power of two >= 16; the kernels run tiles of min(chunk_size, 16)
+    tokens (``TILE``: the intra-chunk (L, L, BKI) broadcast grows as L² and spills registers beyond it; a larger
+    chunk would only group the state updates).
     ``backward``: ``"triton"`` (the kernels above) or ``"torch"`` (recompute with ``ops.gateloop.gateloop_chunkwise``).
     """
     if backward not in ("triton", "torch"):
@@ -475,9 +499,9 @@ def gla_triton(
     mx = float(log_a.detach().max())
     if not mx <= 1e-6:
         raise InputError(f"gla_triton: log_a must be <= 0 (|a| <= 1), got max {mx:.3g}")
-    chunk = chunk_size or 16
-    unfit = chunk_unfit(chunk)
+    unfit = chunk_unfit(chunk_size or TILE)
     require(unfit is None, f"gla_triton: {unfit}")
+    chunk = min(chunk_size or TILE, TILE)  # the kernels' tile (TILE above): larger chunks only group state updates
     q, k, v, log_a = (t.contiguous() for t in (q, k, v, log_a))
     S0 = None if state is None else state.float().contiguous()
     return GLATriton.apply(q, k, v, log_a, S0, chunk, out_dtype or v.dtype, backward)
@@ -489,7 +513,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | None = None):
-    """``ops.gateloop.gateloop_op`` contract: y fp32 ``(B, T, H, V)``, final state complex64 ``(B, H, K, V)``.
+    """``ops.gateloop.gateloop`` contract: y fp32 ``(B, T, H, V)``, final state complex64 ``(B, H, K, V)``.
 
     Real transitions (``phase`` None) run ``gla_triton`` directly. Complex transitions a = e^{log|a| + iθ} run it
     on rotated keys and queries of width 2K (cumulative phase Θ_t = Σ_{j<=t} θ_j, accumulated in fp64 and
@@ -502,7 +526,7 @@ def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | 
     sees a real GLA with 2K key dims.
     """
     if state is not None and not state.is_complex():
-        raise InputError("gateloop_triton: state must be complex (B, H, K, V) as returned by gateloop_op")
+        raise InputError("gateloop_triton: state must be complex (B, H, K, V) as returned by gateloop")
     if phase is None:
         S0 = None if state is None else state.real
         if state is not None and bool((state.imag != 0).any()):
@@ -524,3 +548,46 @@ def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | 
     rot = torch.exp(torch.complex(torch.zeros_like(theta[:, -1]), theta[:, -1]))  # (B, H, K) e^{iΘ_T}
     S = rot[..., None] * torch.complex(S[..., :K, :], -S[..., K:, :])  # (B, H, K, V)
     return y, S
+
+
+def shape_unfit(q, v, phase=None, state=None, chunk_size: int | None = None, cc: int | None = None) -> str | None:
+    """Why ``gateloop_triton`` cannot serve inputs like these on the GPU: a kernel it would launch (forward, and the
+    backward kernels when q or v require grad) has no autotune config that fits the GPU's shared memory without
+    spilling (``kernels/prune.py: launch_unfit``, compute capability ``cc``, default q's device). None when every
+    kernel has one, and off CUDA without ``cc``. Asked by ``ops/gateloop/__init__.py: triton_fits``."""
+    if cc is None:
+        if q.device.type != "cuda":
+            return None
+        major, minor = torch.cuda.get_device_capability(q.device)
+        cc = 10 * major + minor
+    grad = torch.is_grad_enabled() and (q.requires_grad or v.requires_grad)
+    args = (
+        q.shape[-1],
+        v.shape[-1],
+        min(chunk_size or TILE, TILE),
+        q.dtype,
+        phase is not None,
+        state is not None,
+        grad,
+        cc,
+    )
+    return _shape_unfit(*args, q.device)
+
+
+@functools.cache
+def _shape_unfit(K, V, chunk, dtype, cplx, has_state, grad, cc, device) -> str | None:
+    def run():  # the real entry point on one head of one chunk: same kernels, constexprs and autotune keys
+        with torch.enable_grad() if grad else torch.no_grad():
+            q, k, log_mag = (torch.zeros(1, chunk, 1, K, dtype=dtype, device=device, requires_grad=grad) for _ in "qkl")
+            v = torch.zeros(1, chunk, 1, V, dtype=dtype, device=device, requires_grad=grad)
+            phase = torch.zeros_like(q) if cplx else None
+            st = torch.zeros(1, 1, K, V, dtype=torch.complex64, device=device) if has_state else None
+            y, _ = gateloop_triton(q, k, v, log_mag, phase, st, chunk)
+            if grad:
+                y.sum().backward()
+
+    for kernel, args, kwargs in probe_launches(run):
+        why = launch_unfit(kernel, args, kwargs, cc)
+        if why is not None:
+            return f"K={K}{' (complex: 2K)' if cplx else ''}, V={V}, {str(dtype).removeprefix('torch.')}: {why}"
+    return None

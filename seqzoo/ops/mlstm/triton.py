@@ -55,23 +55,29 @@ differentiates that (kept for comparison).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from ...errors import InputError, require
 from ...kernels import chunk_unfit
-from ...kernels._common import check_float, configs, dot_dtype, interpreting, next_pow2
-from ...kernels.prune import autotune
+from ...kernels._common import check_float, configs, dot_dtype, interpreting, launch, next_pow2, probe_launches
+from ...kernels.prune import autotune, launch_unfit
 from .chunkwise import mlstm_chunkwise
 from .common import check_inputs, log_forget
 
+# Register pressure decides these lists (``seqzoo kernels check``, docs/benchmarks.md): at chunk 64 the (L, L) score
+# tiles and the (L, K) q, k tiles fill 255 registers per thread with 4 warps, BV = 128 and two pipeline stages spill
+# on the h-writing forward and the backward, so the lists spread the tiles over 8 and 16 warps and offer BV = 16
 _CONFIGS = configs(
-    [triton.Config({"BV": bv}, num_warps=nw, num_stages=ns) for bv in (32, 64, 128) for nw in (4, 8) for ns in (1, 2)],
+    [triton.Config({"BV": bv}, num_warps=nw, num_stages=1) for bv in (16, 32, 64) for nw in (4, 8, 16)]
+    + [triton.Config({"BV": bv}, num_warps=8, num_stages=2) for bv in (32, 64)],
     triton.Config({"BV": 16}, num_warps=1, num_stages=1),
 )
 _BWD_CONFIGS = configs(
-    [triton.Config({"BV": bv}, num_warps=nw, num_stages=1) for bv in (32, 64) for nw in (4, 8)],
+    [triton.Config({"BV": bv}, num_warps=nw, num_stages=1) for bv in (16, 32, 64) for nw in (8, 16)],
     triton.Config({"BV": 16}, num_warps=1, num_stages=1),
 )
 
@@ -113,7 +119,7 @@ def _chunk_scores(q, k, ig, phi, b, m, n, L: tl.constexpr, DOT: tl.constexpr, IE
     return P, S, w0, den, M
 
 
-@autotune(configs=_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_CONFIGS, key=["K", "V", "L", "HAS_STATE", "STATES_ONLY"])
 @triton.jit
 def _mlstm_fwd_kernel(
     q_ptr,
@@ -221,7 +227,7 @@ def _dnum_dden(den, M, delta, eps):
     return inv, dden
 
 
-@autotune(configs=_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
 @triton.jit
 def _mlstm_bwd_dstate_kernel(
     q_ptr,
@@ -412,7 +418,9 @@ def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only):
     C0, n0, m0 = (C, n, m) if state is None else state
     dt = dot_dtype(q.dtype)
     grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
-    _mlstm_fwd_kernel[grid](
+    launch(
+        _mlstm_fwd_kernel,
+        grid,
         q,
         k,
         v,
@@ -470,7 +478,9 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
     dC0 = torch.empty_like(CT)
     dn0 = torch.empty_like(nT)
     grid = lambda meta: (B * H, triton.cdiv(V, meta["BV"]))
-    _mlstm_bwd_dstate_kernel[grid](
+    launch(
+        _mlstm_bwd_dstate_kernel,
+        grid,
         q,
         k,
         ig,
@@ -500,7 +510,9 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
     dk = torch.empty_like(dq)
     dv = torch.empty_like(v)
     dM = torch.empty(B, T, H, device=dev, dtype=torch.float32)
-    _mlstm_bwd_kernel[(NC, B * H)](
+    launch(
+        _mlstm_bwd_kernel,
+        (NC, B * H),
         q,
         k,
         v,
@@ -629,3 +641,38 @@ def mlstm_triton(
     C0, n0, m0 = (None, None, None) if state is None else (s.float().contiguous() for s in state)
     h, C, n, m = MLSTMTriton.apply(q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate, backward)
     return h, (C, n, m)
+
+
+def shape_unfit(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> str | None:
+    """Why ``mlstm_triton`` cannot serve inputs like these on the GPU: a kernel it would launch (forward, and the
+    three backward kernels when q, k or v require grad) has no autotune config that fits the GPU's shared memory
+    without spilling (``kernels/prune.py: launch_unfit``, compute capability ``cc``, default q's device). None when
+    every kernel has one, and off CUDA without ``cc`` (the interpreter has no such limits). Asked by the
+    ``mode="auto"`` dispatch (``ops/mlstm/__init__.py: triton_fits``) before anything is launched."""
+    if cc is None:
+        if q.device.type != "cuda":
+            return None
+        major, minor = torch.cuda.get_device_capability(q.device)
+        cc = 10 * major + minor
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    return _shape_unfit(q.shape[-1], v.shape[-1], chunk_size, q.dtype, state is not None, grad, cc, q.device)
+
+
+@functools.cache
+def _shape_unfit(K, V, chunk, dtype, has_state, grad, cc, device) -> str | None:
+    def run():  # the real entry point on one head of one chunk: same kernels, constexprs and autotune keys
+        with torch.enable_grad() if grad else torch.no_grad():
+            q, k = (torch.zeros(1, chunk, 1, K, dtype=dtype, device=device, requires_grad=grad) for _ in range(2))
+            v = torch.zeros(1, chunk, 1, V, dtype=dtype, device=device, requires_grad=grad)
+            i, f = (torch.zeros(1, chunk, 1, device=device) for _ in range(2))
+            z = (torch.zeros(1, 1, K, V, device=device), torch.zeros(1, 1, K, device=device), torch.zeros(1, 1))
+            st = tuple(t.to(device) for t in z) if has_state else None
+            h, _ = mlstm_triton(q, k, v, i, f, st, chunk_size=chunk)
+            if grad:
+                h.float().sum().backward()
+
+    for kernel, args, kwargs in probe_launches(run):
+        why = launch_unfit(kernel, args, kwargs, cc)
+        if why is not None:
+            return f"head dims K={K}, V={V}, chunk {chunk}, {str(dtype).removeprefix('torch.')}: {why}"
+    return None

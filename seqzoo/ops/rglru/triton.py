@@ -51,7 +51,7 @@ def _row(x, rows, i):
     return tl.sum(tl.where(rows[:, None] == i, x, 0.0), 0)
 
 
-@autotune(configs=_FWD_CONFIGS, key=["R"])
+@autotune(configs=_FWD_CONFIGS, key=["R", "HAS_H0"])
 @triton.jit
 def _scan_fwd_kernel(
     a_ptr, b_ptr, h0_ptr, h_ptr, hT_ptr, T, R, HAS_H0: tl.constexpr, BLOCK_R: tl.constexpr, BT: tl.constexpr
@@ -78,7 +78,7 @@ def _scan_fwd_kernel(
     tl.store(hT_ptr + pid_b * R + offs, h, mask=mask)
 
 
-@autotune(configs=_BWD_CONFIGS, key=["R"])
+@autotune(configs=_BWD_CONFIGS, key=["R", "HAS_H0"])
 @triton.jit
 def _scan_bwd_kernel(
     a_ptr,
@@ -197,7 +197,7 @@ def _rglru_gate_tile(ga, sp, c):
     return r, -c * r * sp[None, :]
 
 
-@autotune(configs=_FWD_CONFIGS, key=["R"])
+@autotune(configs=_FWD_CONFIGS, key=["R", "HAS_RESET", "HAS_H0"])
 @triton.jit
 def _rglru_fwd_kernel(
     x_ptr,
@@ -250,7 +250,7 @@ def _rglru_fwd_kernel(
     tl.store(hT_ptr + pid_b * R + offs, h, mask=mask)
 
 
-@autotune(configs=_BWD_CONFIGS, key=["R"])
+@autotune(configs=_BWD_CONFIGS, key=["R", "HAS_RESET", "HAS_H0"])
 @triton.jit
 def _rglru_bwd_kernel(
     x_ptr,
