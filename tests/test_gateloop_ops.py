@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from seqzoo.ops.gateloop import IMPLS, gateloop_op
+from seqzoo.ops.gateloop import MODES, gateloop
 
 # "triton" takes fp32/bf16/fp16 only; tests/test_triton_kernels.py checks it against the same loop
-FAST = [i for i in IMPLS if i not in ("auto", "naive", "naive_unsafe", "triton")]
+FAST = [i for i in MODES if i not in ("auto", "naive", "naive_unsafe", "triton")]
 
 
 def make(B, T, H, K, V, dtype=torch.float64, seed=0, state=True, real=False, gamma=None):
@@ -36,10 +36,10 @@ SHAPES = [(3, 4, 5), (8, 1, 1)]  # general heads (H, K, V) and max heads (D chan
 @pytest.mark.parametrize("real", [False, True], ids=["complex", "real"])
 def test_fp64_modes_equal_loop(hkv, T, real):
     args = make(2, T, *hkv, real=real)
-    y_ref, S_ref = gateloop_op(*args, impl="naive")
+    y_ref, S_ref = gateloop(*args, mode="naive")
     for impl in FAST:
         for C in (5, 16, 64) if impl == "chunkwise" else (64,):
-            y, S = gateloop_op(*args, impl=impl, chunk_size=C)
+            y, S = gateloop(*args, mode=impl, chunk_size=C)
             assert y.dtype == torch.float64 and S.dtype == torch.complex128
             assert rel(y, y_ref) <= 1e-10, (impl, C)
             assert rel(S, S_ref) <= 1e-10, (impl, C)
@@ -50,10 +50,10 @@ def test_fp64_modes_equal_loop(hkv, T, real):
 def test_fp32_modes_match_fp64_loop(hkv, real):
     T = 257
     args64 = make(2, T, *hkv, real=real)
-    y_ref, S_ref = gateloop_op(*args64, impl="naive")
+    y_ref, S_ref = gateloop(*args64, mode="naive")
     args32 = make(2, T, *hkv, dtype=torch.float32, real=real)
     for impl in ["naive"] + FAST:
-        y, S = gateloop_op(*args32, impl=impl, chunk_size=16)
+        y, S = gateloop(*args32, mode=impl, chunk_size=16)
         assert y.dtype == torch.float32 and S.dtype == torch.complex64
         assert rel(y.double(), y_ref) <= 1e-4, impl
         assert rel(S.to(torch.complex128), S_ref) <= 1e-4, impl
@@ -66,7 +66,7 @@ def test_fp64_gradients_equal_loop(hkv):
 
     def grads(impl):
         args = [t.clone().requires_grad_(True) for t in base]
-        y, S = gateloop_op(*args, impl=impl, chunk_size=8)
+        y, S = gateloop(*args, mode=impl, chunk_size=8)
         gy = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).reshape(y.shape)
         loss = (y * gy).sum() + (S.real * 0.3 - S.imag * 0.7).sum()
         return torch.autograd.grad(loss, args)
@@ -88,7 +88,7 @@ def test_gradcheck(impl, fast_mode):
     pre = torch.logit(lm.exp())  # gradcheck through the pre-activation, so log|a| stays <= 0
 
     def fn(q, k, v, pre, ph, S0):
-        return gateloop_op(q, k, v, F.logsigmoid(pre), ph, S0, impl=impl, chunk_size=4)
+        return gateloop(q, k, v, F.logsigmoid(pre), ph, S0, mode=impl, chunk_size=4)
 
     inputs = [t.clone().requires_grad_(True) for t in (q, k, v, pre, ph, S0)]
     assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7, rtol=1e-5, fast_mode=fast_mode)
@@ -99,7 +99,7 @@ def test_gradcheck_max_head(fast_mode):
     q, k, v, lm, ph, S0 = make(1, 9, 3, 1, 1, seed=4)
     pre = torch.logit(lm.exp())
     for impl in ("two_level", "chunkwise", "attention"):
-        fn = lambda q, k, v, pre, ph, S0: gateloop_op(q, k, v, F.logsigmoid(pre), ph, S0, impl=impl, chunk_size=4)  # noqa
+        fn = lambda q, k, v, pre, ph, S0: gateloop(q, k, v, F.logsigmoid(pre), ph, S0, mode=impl, chunk_size=4)  # noqa
         inputs = [t.clone().requires_grad_(True) for t in (q, k, v, pre, ph, S0)]
         assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7, rtol=1e-5, fast_mode=fast_mode)
 
@@ -109,10 +109,10 @@ def test_split_with_state_equals_whole(impl):
     T, C = 23, 5
     for hkv in SHAPES:
         q, k, v, lm, ph, _ = make(2, T, *hkv, state=False)
-        y_whole, S_whole = gateloop_op(q, k, v, lm, ph, None, impl=impl, chunk_size=C)
+        y_whole, S_whole = gateloop(q, k, v, lm, ph, None, mode=impl, chunk_size=C)
         for t in (1, C - 1, C, C + 1, T - 1):
-            y1, S1 = gateloop_op(q[:, :t], k[:, :t], v[:, :t], lm[:, :t], ph[:, :t], None, impl=impl, chunk_size=C)
-            y2, S2 = gateloop_op(q[:, t:], k[:, t:], v[:, t:], lm[:, t:], ph[:, t:], S1, impl=impl, chunk_size=C)
+            y1, S1 = gateloop(q[:, :t], k[:, :t], v[:, :t], lm[:, :t], ph[:, :t], None, mode=impl, chunk_size=C)
+            y2, S2 = gateloop(q[:, t:], k[:, t:], v[:, t:], lm[:, t:], ph[:, t:], S1, mode=impl, chunk_size=C)
             assert rel(torch.cat([y1, y2], 1), y_whole) <= 1e-12
             assert rel(S2, S_whole) <= 1e-12
 
@@ -126,7 +126,7 @@ def test_reductions_linear_attention_retnet_and_convolution():
     zeros = torch.zeros(B, T, H, K, dtype=torch.float64)
     lin = torch.einsum("bnhk,bmhk,nm,bmhv->bnhv", q, k, causal, v)
     for impl in ["naive"] + FAST:
-        assert rel(gateloop_op(q, k, v, zeros, zeros, impl=impl)[0], lin) <= 1e-12
+        assert rel(gateloop(q, k, v, zeros, zeros, mode=impl)[0], lin) <= 1e-12
     # a fixed: RetNet form Σ_m Σ_d q_nd k_md |a_d|^{n-m} cos((n-m) θ_d) v_m
     mag = torch.tensor([0.9, 0.5, 0.99], dtype=torch.float64)
     th = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
@@ -136,7 +136,7 @@ def test_reductions_linear_attention_retnet_and_convolution():
     lm_fixed = mag.log().expand(B, T, H, K)
     ph_fixed = th.expand(B, T, H, K)
     for impl in ["naive"] + FAST:
-        assert rel(gateloop_op(q, k, v, lm_fixed, ph_fixed, impl=impl)[0], retnet) <= 1e-12
+        assert rel(gateloop(q, k, v, lm_fixed, ph_fixed, mode=impl)[0], retnet) <= 1e-12
     # q = k = 1, K = V = 1, fixed a: y = Re((v ∗ (1, a, a², …))_n), the FFT convolution of eq. 10
     a = torch.polar(torch.tensor(0.95, dtype=torch.float64), torch.tensor(0.4, dtype=torch.float64))
     v1 = torch.randn(1, T, 1, 1, dtype=torch.float64)
@@ -144,7 +144,7 @@ def test_reductions_linear_attention_retnet_and_convolution():
     nfft = 2 * T
     conv = torch.fft.ifft(torch.fft.fft(v1[0, :, 0, 0].to(torch.complex128), nfft) * torch.fft.fft(filt, nfft))[:T].real
     ones = torch.ones(1, T, 1, 1, dtype=torch.float64)
-    y, _ = gateloop_op(ones, ones, v1, a.abs().log().expand(1, T, 1, 1), a.angle().expand(1, T, 1, 1), impl="two_level")
+    y, _ = gateloop(ones, ones, v1, a.abs().log().expand(1, T, 1, 1), a.angle().expand(1, T, 1, 1), mode="two_level")
     assert rel(y[0, :, 0, 0], conv) <= 1e-12
 
 
@@ -158,32 +158,32 @@ def test_reset_forgets_the_past():
     k2[:, :r] = torch.randn_like(k2[:, :r])
     v2[:, :r] = torch.randn_like(v2[:, :r])
     for impl in ["naive"] + FAST:
-        y1, _ = gateloop_op(q, k, v, lm, ph, impl=impl, chunk_size=8)
-        y2, _ = gateloop_op(q, k2, v2, lm, ph, impl=impl, chunk_size=8)
+        y1, _ = gateloop(q, k, v, lm, ph, mode=impl, chunk_size=8)
+        y2, _ = gateloop(q, k2, v2, lm, ph, mode=impl, chunk_size=8)
         assert float((y1[:, r:] - y2[:, r:]).abs().max()) <= 1e-12
         assert float((y1[:, :r] - y2[:, :r]).abs().max()) > 1e-3  # the perturbation was real
 
 
 def test_bad_inputs_raise_clear_errors():
     q, k, v, lm, ph, S0 = make(2, 5, 2, 3, 4)
-    with pytest.raises(ValueError, match="impl"):
-        gateloop_op(q, k, v, lm, ph, S0, impl="fft")
+    with pytest.raises(ValueError, match="mode"):
+        gateloop(q, k, v, lm, ph, S0, mode="fft")
     with pytest.raises(ValueError, match=r"q must have shape \(B, T, H, K\)"):
-        gateloop_op(q[0], k, v, lm, ph)
+        gateloop(q[0], k, v, lm, ph)
     with pytest.raises(ValueError, match="k must have the shape of q"):
-        gateloop_op(q, k[:, :, :, :2], v, lm, ph)
+        gateloop(q, k[:, :, :, :2], v, lm, ph)
     with pytest.raises(ValueError, match="v must have shape"):
-        gateloop_op(q, k, v[:, :4], lm, ph)
+        gateloop(q, k, v[:, :4], lm, ph)
     with pytest.raises(ValueError, match="log_mag"):
-        gateloop_op(q, k, v, lm[..., :1], ph)
+        gateloop(q, k, v, lm[..., :1], ph)
     with pytest.raises(ValueError, match=r"log_mag = log\|a\| must be <= 0"):
-        gateloop_op(q, k, v, lm.abs() + 0.1, ph)
+        gateloop(q, k, v, lm.abs() + 0.1, ph)
     with pytest.raises(ValueError, match="state must have shape"):
-        gateloop_op(q, k, v, lm, ph, S0[:, :, :2])
+        gateloop(q, k, v, lm, ph, S0[:, :, :2])
     with pytest.raises(ValueError, match="complex"):
-        gateloop_op(q, k, v, lm, ph, S0.real)
+        gateloop(q, k, v, lm, ph, S0.real)
     with pytest.raises(TypeError, match="floating"):
-        gateloop_op(q.long(), k, v, lm, ph)
+        gateloop(q.long(), k, v, lm, ph)
     with pytest.raises(ValueError, match="chunk_size"):
-        gateloop_op(q, k, v, lm, ph, impl="chunkwise", chunk_size=0)
-    assert math.isfinite(float(gateloop_op(q, k, v, lm, ph, S0)[0].sum()))
+        gateloop(q, k, v, lm, ph, mode="chunkwise", chunk_size=0)
+    assert math.isfinite(float(gateloop(q, k, v, lm, ph, S0)[0].sum()))

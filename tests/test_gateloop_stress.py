@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from test_gateloop_ops import make, rel
 
-from seqzoo.ops.gateloop import gateloop_op
+from seqzoo.ops.gateloop import gateloop
 
 
 def test_unsafe_surrogate_form_overflows_and_safe_form_does_not():
@@ -13,10 +13,10 @@ def test_unsafe_surrogate_form_overflows_and_safe_form_does_not():
     q, k, v = (torch.randn(B, T, H, 1, generator=g) for _ in range(3))
     lm = F.logsigmoid(torch.randn(B, T, H, 1, generator=g))  # γ̃ ~ N(0, 1)
     ph = torch.randn(B, T, H, 1, generator=g)
-    y_bad, _ = gateloop_op(q, k, v, lm, ph, impl="naive_unsafe")
+    y_bad, _ = gateloop(q, k, v, lm, ph, mode="naive_unsafe")
     assert not torch.isfinite(y_bad).all()
-    y_ok, _ = gateloop_op(q, k, v, lm, ph, impl="attention")
-    y_ref, _ = gateloop_op(q.double(), k.double(), v.double(), lm.double(), ph.double(), impl="naive")
+    y_ok, _ = gateloop(q, k, v, lm, ph, mode="attention")
+    y_ref, _ = gateloop(q.double(), k.double(), v.double(), lm.double(), ph.double(), mode="naive")
     assert torch.isfinite(y_ok).all() and rel(y_ok.double(), y_ref) <= 1e-4
 
 
@@ -25,8 +25,8 @@ def test_attention_fp32_at_4096_uses_fp64_sums():
     B, T, H = 1, 4096, 1
     q, k, v, pre, ph = (torch.randn(B, T, H, 1, generator=g, dtype=torch.float64) for _ in range(5))
     lm = F.logsigmoid(1 + 2 * pre)
-    y_ref, S_ref = gateloop_op(q, k, v, lm, ph, impl="two_level")
-    y, S = gateloop_op(q.float(), k.float(), v.float(), lm.float(), ph.float(), impl="attention")
+    y_ref, S_ref = gateloop(q, k, v, lm, ph, mode="two_level")
+    y, S = gateloop(q.float(), k.float(), v.float(), lm.float(), ph.float(), mode="attention")
     assert rel(y.double(), y_ref) <= 1e-4 and rel(S.to(S_ref.dtype), S_ref) <= 1e-4
 
 
@@ -38,10 +38,10 @@ def test_stress_65536_near_one_and_near_zero():
     pre = centre[:, None] + 0.5 * torch.randn(1, T, 4, 1, generator=g, dtype=torch.float64)  # (1, T, 4, 1)
     lm = F.logsigmoid(pre)
     q, k, v, ph = (torch.randn(1, T, 4, 1, generator=g, dtype=torch.float64) for _ in range(4))
-    y_ref, S_ref = gateloop_op(q, k, v, lm, ph, impl="two_level")  # fp64
+    y_ref, S_ref = gateloop(q, k, v, lm, ph, mode="two_level")  # fp64
     args32 = [t.float() for t in (q, k, v, lm, ph)]
     for impl in ("naive", "chunkwise"):
-        y, S = gateloop_op(*args32, impl=impl)
+        y, S = gateloop(*args32, mode=impl)
         assert torch.isfinite(y).all() and torch.isfinite(torch.view_as_real(S)).all(), impl
         for c in range(4):  # per regime, relative to that channel's max |y|
             assert rel(y[..., c, :].double(), y_ref[..., c, :]) <= 1e-3, (impl, c)
@@ -56,12 +56,12 @@ def test_resets_every_100_tokens_fp32_chunkwise():
     lm = F.logsigmoid(pre)
     ph = 3 + 0.1 * torch.randn(1, T, H, 1, generator=g, dtype=torch.float64)
     q, k, v = (torch.randn(1, T, H, 1, generator=g, dtype=torch.float64) for _ in range(3))
-    y_ref, _ = gateloop_op(q, k, v, lm, ph, impl="two_level")
-    y, _ = gateloop_op(*(t.float() for t in (q, k, v, lm, ph)), impl="chunkwise")
+    y_ref, _ = gateloop(q, k, v, lm, ph, mode="two_level")
+    y, _ = gateloop(*(t.float() for t in (q, k, v, lm, ph)), mode="chunkwise")
     assert rel(y.double(), y_ref) <= 1e-4
 
 
 def test_bf16_inputs_give_finite_fp32_output_and_complex64_state():
     q, k, v, lm, ph, _ = make(2, 50, 2, 3, 4, state=False)
-    y, S = gateloop_op(*(t.bfloat16() for t in (q, k, v, lm, ph)), impl="chunkwise")
+    y, S = gateloop(*(t.bfloat16() for t in (q, k, v, lm, ph)), mode="chunkwise")
     assert y.dtype == torch.float32 and S.dtype == torch.complex64 and torch.isfinite(y).all()

@@ -29,7 +29,7 @@ def test_kernel_bench_smoke(tmp_path):
         out_dir=tmp_path / "gpu",
         lengths=[16],
         tokens=16,
-        heads=1,
+        n_heads=1,
         dk=16,
         dv=16,
         dtype="float32",

@@ -1,5 +1,5 @@
 """The kernels switch (``SEQZOO_KERNELS`` / ``set_kernels`` / ``use_kernels``), the dispatch decision, the
-log-once record, and the switch forcing each op's ``impl="auto"`` to its Triton kernel (interpreter, CPU tensors)
+log-once record, and the switch forcing each op's ``mode="auto"`` to its Triton kernel (interpreter, CPU tensors)
 or to torch.
 
 Forcing runs the Triton kernels under ``TRITON_INTERPRET=1`` (set by conftest without a GPU) at tiny shapes; the
@@ -133,11 +133,11 @@ def _ops_cases(g):
     a = torch.rand(B, T, 6, generator=g)
     w = torch.randn(6, 4, generator=g)
     return [
-        ("mlstm", ml_tr, "mlstm_triton", lambda impl: ml.mlstm(q, k, v, i, f, impl=impl, chunk_size=16)[0]),
-        ("gateloop", gl_tr, "gateloop_triton", lambda impl: gl.gateloop_op(q, k, v, log_mag, phase, impl=impl)[0]),
-        ("rglru", rg_tr, "rglru_fused_triton", lambda impl: rg.rglru(x, gx, ga, ap, impl=impl)[0]),
-        ("linear_scan", rg_tr, "linear_scan_triton", lambda impl: rg.linear_scan(a, x, impl=impl)[0]),
-        ("causal_conv1d", conv_tr, "causal_conv1d_triton", lambda impl: conv_pkg.causal_conv1d(x, w, impl=impl)[0]),
+        ("mlstm", ml_tr, "mlstm_triton", lambda impl: ml.mlstm(q, k, v, i, f, mode=impl, chunk_size=16)[0]),
+        ("gateloop", gl_tr, "gateloop_triton", lambda impl: gl.gateloop(q, k, v, log_mag, phase, mode=impl)[0]),
+        ("rglru", rg_tr, "rglru_fused_triton", lambda impl: rg.rglru(x, gx, ga, ap, mode=impl)[0]),
+        ("linear_scan", rg_tr, "linear_scan_triton", lambda impl: rg.linear_scan(a, x, mode=impl)[0]),
+        ("causal_conv1d", conv_tr, "causal_conv1d_triton", lambda impl: conv_pkg.causal_conv1d(x, w, mode=impl)[0]),
     ]
 
 
@@ -171,8 +171,8 @@ def test_log_once_per_op_impl_device(caplog):
     x, w = torch.randn(1, 5, 3), torch.randn(3, 4)
     for _ in range(3):
         causal_conv1d(x, w)
-    causal_conv1d(x, w, impl="naive")
-    causal_conv1d(x, w, impl="naive")
+    causal_conv1d(x, w, mode="naive")
+    causal_conv1d(x, w, mode="naive")
     lines = [r.getMessage() for r in caplog.records if r.name == "seqzoo.kernels"]
     assert lines == [
         "seqzoo.kernels: causal_conv1d runs the torch implementation on cpu tensors (first use)",

@@ -46,12 +46,12 @@ def _gateloop_inputs(T=40, seed=0):
 
 @pytest.mark.parametrize("chunk", [16, 32])
 def test_gateloop_op_passes_chunk_size_to_the_kernel(chunk, monkeypatch):
-    from seqzoo.ops.gateloop import gateloop_naive, gateloop_op
+    from seqzoo.ops.gateloop import gateloop, gateloop_naive
     from seqzoo.ops.gateloop import triton as gl_triton
 
     calls = _spy(monkeypatch, gl_triton, "gla_triton")
     q, k, v, log_mag, phase = _gateloop_inputs()
-    y, S = gateloop_op(q, k, v, log_mag, phase, impl="triton", chunk_size=chunk)
+    y, S = gateloop(q, k, v, log_mag, phase, mode="triton", chunk_size=chunk)
     assert [c[0][5] for c in calls] == [chunk]  # gla_triton(q, k, v, log_a, state, chunk_size, ...)
     y_ref, S_ref = gateloop_naive(q, k, v, log_mag, phase)
     torch.testing.assert_close(y, y_ref.float(), rtol=1e-4, atol=1e-4)
@@ -78,11 +78,11 @@ def test_gateloop_mixer_chunk_size_reaches_the_kernel(monkeypatch):
 @pytest.mark.parametrize("chunk", [8, 24, 48])
 def test_gateloop_chunk_the_kernel_cannot_take_is_an_input_error(chunk):
     from seqzoo.mixers import build_mixer
-    from seqzoo.ops.gateloop import gateloop_op
+    from seqzoo.ops.gateloop import gateloop
 
     q, k, v, log_mag, phase = _gateloop_inputs(T=8)
-    with pytest.raises(InputError, match=rf"gateloop_op: chunk_size must be a power of two >= 16 .*got {chunk}"):
-        gateloop_op(q, k, v, log_mag, phase, impl="triton", chunk_size=chunk)
+    with pytest.raises(InputError, match=rf"gateloop: chunk_size must be a power of two >= 16 .*got {chunk}"):
+        gateloop(q, k, v, log_mag, phase, mode="triton", chunk_size=chunk)
     m = build_mixer("gateloop", d_model=8, n_heads=2, chunk_size=chunk)
     x = torch.randn(1, 8, 8)
     m(x, mode="chunkwise")  # any chunk size on the torch path

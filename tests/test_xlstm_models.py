@@ -42,7 +42,7 @@ def test_paper_placement_rules():
 
 def _variant_7b(**kw):
     torch.manual_seed(0)
-    return build_mixer("mlstm", d_model=16, variant="7b", num_heads=2, chunk_size=4, **kw).double().eval()
+    return build_mixer("mlstm", d_model=16, variant="7b", n_heads=2, chunk_size=4, **kw).double().eval()
 
 
 def test_7b_variant_modes_split_and_steps():
@@ -67,7 +67,7 @@ def test_7b_variant_modes_split_and_steps():
 
 
 def test_mlstm_layer_structure_and_state_shapes():
-    m = build_mixer("mlstm", d_model=32, num_heads=4)
+    m = build_mixer("mlstm", d_model=32, n_heads=4)
     assert m.inner == 64 and m.qk_dim == 16 and m.q_proj.shape == (16, 4, 4)
     y, s = m(torch.randn(2, 5, 32))
     assert (s.C.shape, s.n.shape, s.m.shape, s.conv.shape) == ((2, 4, 16, 16), (2, 4, 16), (2, 4), (2, 3, 64))
@@ -77,20 +77,20 @@ def test_mlstm_layer_structure_and_state_shapes():
 
 
 def test_bad_configurations_raise():
-    with pytest.raises(ValueError, match="num_heads"):
-        build_mixer("mlstm", d_model=32, num_heads=5)
-    with pytest.raises(ValueError, match="num_heads"):
-        build_mixer("slstm", d_model=32, num_heads=3)
+    with pytest.raises(ValueError, match="n_heads"):
+        build_mixer("mlstm", d_model=32, n_heads=5)
+    with pytest.raises(ValueError, match="n_heads"):
+        build_mixer("slstm", d_model=32, n_heads=3)
     with pytest.raises(ValueError, match="variant"):
         build_mixer("mlstm", d_model=32, variant="8b")
     with pytest.raises(ValueError, match="forget_gate"):
         build_mixer("mlstm", d_model=32, forget_gate="relu")
     with pytest.raises(ValueError, match="mode"):
         build_mixer("mlstm", d_model=32, mode="scan")
-    with pytest.raises(ValueError, match="impl"):
-        build_mixer("slstm", d_model=32, impl="cuda")
-    with pytest.raises(ValueError, match="num_heads"):
-        build_mixer("mlstm", d_model=64, variant="7b", num_heads=3)
+    with pytest.raises(ValueError, match="cell_mode"):
+        build_mixer("slstm", d_model=32, cell_mode="cuda")
+    with pytest.raises(ValueError, match="n_heads"):
+        build_mixer("mlstm", d_model=64, variant="7b", n_heads=3)
     m = build_mixer("mlstm", d_model=32)
     with pytest.raises(ValueError, match="mode"):
         m(torch.randn(1, 3, 32), mode="scan")

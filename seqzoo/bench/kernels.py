@@ -230,7 +230,7 @@ def _rglru_contenders(B, T, D, dev, dtype, cuda: bool) -> dict[str, tuple]:
     x, gx, ga = (torch.randn(B, T, D, generator=g).to(dev, dtype) for _ in range(3))
     ap = torch.randn(D, generator=g).to(dev, dtype)
     ins = [x, gx, ga, ap]
-    out: dict[str, tuple] = {"torch gates + chunked scan": (lambda *a: rglru(*a, impl="scan"), ins)}
+    out: dict[str, tuple] = {"torch gates + chunked scan": (lambda *a: rglru(*a, mode="scan"), ins)}
     if cuda:
         from ..ops.rglru.triton import rglru_fused_triton, rglru_triton
 
@@ -249,9 +249,9 @@ def _conv_contenders(B, T, C, dev, dtype, cuda: bool, k: int = 4) -> dict[str, t
     w = (torch.randn(C, k, generator=g) / k**0.5).to(dev, dtype)
     b = torch.randn(C, generator=g).to(dev, dtype)
     ins = [x, w, b]
-    out: dict[str, tuple] = {"torch F.conv1d": (lambda *a: causal_conv1d(*a, impl="torch"), ins)}
+    out: dict[str, tuple] = {"torch F.conv1d": (lambda *a: causal_conv1d(*a, mode="torch"), ins)}
     if cuda:
-        out["seqzoo triton"] = (lambda *a: causal_conv1d(*a, impl="triton"), ins)
+        out["seqzoo triton"] = (lambda *a: causal_conv1d(*a, mode="triton"), ins)
         try:  # Dao-AILab causal-conv1d, (B, C, T) with channel-last strides; written from its docs, not run here
             from causal_conv1d import causal_conv1d_fn
 
@@ -275,7 +275,7 @@ def run_kernel_bench(
     out_dir: str | Path = "results/kernels",
     lengths: list[int] | None = None,
     tokens: int = 65536,
-    heads: int = 16,
+    n_heads: int = 16,
     dk: int = 128,
     dv: int = 256,
     gpu: str = "H100",
@@ -316,7 +316,7 @@ def run_kernel_bench(
         lengths = lengths or [16, 32]
     if not cuda:  # small shapes; ratios only
         lengths = lengths or [128, 256, 512, 1024]
-        tokens, heads, dk, dv = max(lengths), 2, 32, 32
+        tokens, n_heads, dk, dv = max(lengths), 2, 32, 32
     lengths = lengths or [1024, 2048, 4096, 8192, 16384, 32768, 65536]
     dev = torch.device(device)
     rows: list[dict[str, Any]] = []
@@ -357,20 +357,20 @@ def run_kernel_bench(
 
     for T in lengths:
         B = max(1, tokens // T)
-        shape = {"B": B, "T": T, "H": heads, "Dk": dk, "Dv": dv}
+        shape = {"B": B, "T": T, "H": n_heads, "Dk": dk, "Dv": dv}
         rec_bounds = {
-            "bound_fwd": gla_roofline_ms(B, T, heads, dk, dv, 64, 2, s, gpu=gpu),
-            "bound_fwdbwd": gla_roofline_ms(B, T, heads, dk, dv, 64, 2, s, backward=True, gpu=gpu),
+            "bound_fwd": gla_roofline_ms(B, T, n_heads, dk, dv, 64, 2, s, gpu=gpu),
+            "bound_fwdbwd": gla_roofline_ms(B, T, n_heads, dk, dv, 64, 2, s, backward=True, gpu=gpu),
         }
         record(
-            "mlstm", shape, lambda: _mlstm_contenders(B, T, heads, dk, dv, dev, dt, cuda), rec_bounds if cuda else {}
+            "mlstm", shape, lambda: _mlstm_contenders(B, T, n_heads, dk, dv, dev, dt, cuda), rec_bounds if cuda else {}
         )
         gla_bounds = {
-            "bound_fwd": gla_roofline_ms(B, T, heads, dk, dv, 32, dk, s, gpu=gpu),
-            "bound_fwdbwd": gla_roofline_ms(B, T, heads, dk, dv, 32, dk, s, backward=True, gpu=gpu),
+            "bound_fwd": gla_roofline_ms(B, T, n_heads, dk, dv, 32, dk, s, gpu=gpu),
+            "bound_fwdbwd": gla_roofline_ms(B, T, n_heads, dk, dv, 32, dk, s, backward=True, gpu=gpu),
         }
-        record("gla", shape, lambda: _gla_contenders(B, T, heads, dk, dv, dev, dt, cuda), gla_bounds if cuda else {})
-        ah, ad = (32, 128) if cuda and not smoke else (heads, dk)
+        record("gla", shape, lambda: _gla_contenders(B, T, n_heads, dk, dv, dev, dt, cuda), gla_bounds if cuda else {})
+        ah, ad = (32, 128) if cuda and not smoke else (n_heads, dk)
         record(
             "attention",
             {"B": B, "T": T, "H": ah, "Dk": ad, "Dv": ad},
@@ -431,7 +431,7 @@ def run_kernel_bench(
         "smoke_interpreter": smoke,
         "dtype": str(dt),
         "tokens": tokens,
-        "heads": heads,
+        "n_heads": n_heads,
         "dk": dk,
         "dv": dv,
         "lengths": lengths,
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ops", default=",".join(OPS), help="comma-separated subset of " + ",".join(OPS))
     p.add_argument("--smoke", action="store_true", help="GPU code path on CPU under TRITON_INTERPRET=1 (plumbing only)")
     p.add_argument("--tokens", type=int, default=65536)
-    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--n-heads", type=int, default=16)
     p.add_argument("--dk", type=int, default=128)
     p.add_argument("--dv", type=int, default=256)
     a = p.parse_args(argv)
@@ -503,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
         a.out,
         lengths,
         tokens=a.tokens,
-        heads=a.heads,
+        n_heads=a.n_heads,
         dk=a.dk,
         dv=a.dv,
         gpu=a.gpu,

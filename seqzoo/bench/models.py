@@ -137,7 +137,7 @@ def family_config(family: str, size: str = "small", **shape: int):
         at: list[int] = []
         if family == "xlstm71":
             at = list(SLSTM_AT_24) if n == 24 else [i for i in range(n) if i % 8 == 3] or [n - 1]
-        return xlstm_config(D, n, at, vocab_size=V, mlstm_heads=4, slstm_heads=4).replace(tie_embeddings=True)
+        return xlstm_config(D, n, at, vocab_size=V, mlstm_n_heads=4, slstm_n_heads=4).replace(tie_embeddings=True)
     hd = 128 if D >= 512 else 16
     nb = 16 if D >= 512 else 4
     return griffin_config(

@@ -74,7 +74,7 @@ def config_from_hf(cfg: dict[str, Any]) -> ModelConfig:
     config = xlstm7b_config(
         d_model=d,
         n_layers=n_layers,
-        num_heads=H,
+        n_heads=H,
         vocab_size=int(cfg["vocab_size"]),
         chunk_size=int(cfg.get("chunk_size", 64)),
         qk_dim_factor=qf,
@@ -129,7 +129,7 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
     require(config.dropout == 0.0 and mk.get("dropout", 0.0) == 0.0, "xlstm: dropout must be 0")
     norm_eps = mk.get("norm_eps", 1e-6)
     require(norm_eps == config.norm_eps, f"xlstm: the head norm eps {norm_eps} must equal norm_eps {config.norm_eps}")
-    d, H = config.d_model, mk.get("num_heads", 4)
+    d, H = config.d_model, mk.get("n_heads", 4)
     hidden = config.block_setting("mlstm", "mlp_hidden") or round(config.block_setting("mlstm", "mlp_ratio") * d)
     require(
         mk.get("gate_soft_cap", 15.0) is not None and config.logit_softcap is not None,

@@ -42,7 +42,7 @@ def equal_size_configs(
     d_model: int = 64,
     n_layers: int = 8,
     slstm_at: int = 3,
-    mlstm_heads: int = 2,
+    mlstm_n_heads: int = 2,
     attn_heads: int = 4,
     kinds=KINDS,
 ) -> dict[str, Any]:
@@ -56,8 +56,12 @@ def equal_size_configs(
 
     at = [i for i in range(n_layers) if i % 8 == slstm_at % 8]
     cfgs = {
-        "xlstm10": xlstm_config(d_model, n_layers, (), vocab_size=vocab_size, mlstm_heads=mlstm_heads, chunk_size=64),
-        "xlstm71": xlstm_config(d_model, n_layers, at, vocab_size=vocab_size, mlstm_heads=mlstm_heads, chunk_size=64),
+        "xlstm10": xlstm_config(
+            d_model, n_layers, (), vocab_size=vocab_size, mlstm_n_heads=mlstm_n_heads, chunk_size=64
+        ),
+        "xlstm71": xlstm_config(
+            d_model, n_layers, at, vocab_size=vocab_size, mlstm_n_heads=mlstm_n_heads, chunk_size=64
+        ),
     }
 
     def attn(hidden):

@@ -102,7 +102,9 @@ def model_spec(name: str, vocab_size: int, d_model: int, n_layers: int, seq_len:
         from ..models.presets.xlstm import xlstm_config
 
         at = [i for i in range(n_layers) if i % 8 == 7] or [n_layers - 1]
-        cfg = xlstm_config(d_model, n_layers, at, vocab_size=vocab_size, mlstm_heads=2, slstm_heads=4, chunk_size=64)
+        cfg = xlstm_config(
+            d_model, n_layers, at, vocab_size=vocab_size, mlstm_n_heads=2, slstm_n_heads=4, chunk_size=64
+        )
         init = "xlstm"
     elif name in ("hawk", "griffin"):
         from ..models.presets.griffin import griffin_config

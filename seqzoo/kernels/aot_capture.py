@@ -2,8 +2,8 @@
 
 Run as ``TRITON_INTERPRET=1 python -m seqzoo.kernels.aot_capture < scenarios.json > launches.json`` (``aot.capture``
 does this in a subprocess: the interpreter must be chosen before triton is imported). Each scenario calls an op
-dispatcher (``ops.mlstm.mlstm``, ``ops.gateloop.gateloop_op``, ``ops.rglru.rglru`` / ``linear_scan``,
-``ops.causal_conv.causal_conv1d``) with ``impl="triton"`` at the requested head dims, chunk size and dtype, forward
+dispatcher (``ops.mlstm.mlstm``, ``ops.gateloop.gateloop``, ``ops.rglru.rglru`` / ``linear_scan``,
+``ops.causal_conv.causal_conv1d``) with ``mode="triton"`` at the requested head dims, chunk size and dtype, forward
 and (for ``train``) backward. ``InterpretedFunction.run`` is replaced by a recorder, so the launch code runs for real
 (argument order, dtypes, constexprs, grid) but no kernel executes: shapes as large as the presets' cost nothing.
 ``dot_dtype`` is switched to its GPU answer (bf16/fp16 ``tl.dot`` operands for 16-bit inputs), the one place where
@@ -105,11 +105,11 @@ def scenario(sc: dict) -> None:
         v = _leaf(B, T, H, V, dtype=dt)
         i, f = _leaf(B, T, H, dtype=dt), _leaf(B, T, H, dtype=dt)
         state = None if train else (torch.zeros(B, H, K, V), torch.zeros(B, H, K), torch.zeros(B, H))
-        h, st = mlstm(q, k, v, i, f, state, impl="triton", chunk_size=sc["chunk"])
+        h, st = mlstm(q, k, v, i, f, state, mode="triton", chunk_size=sc["chunk"])
         if train:
             _backward([h, *st], [q, k, v, i, f])
     elif sc["op"] == "gateloop":
-        from ..ops.gateloop import gateloop_op
+        from ..ops.gateloop import gateloop
 
         K, V = sc["K"], sc["V"]
         q, k = _leaf(B, T, H, K, dtype=dt), _leaf(B, T, H, K, dtype=dt)
@@ -117,7 +117,7 @@ def scenario(sc: dict) -> None:
         log_mag = (-torch.rand(B, T, H, K)).to(dt).requires_grad_(True)
         phase = _leaf(B, T, H, K, dtype=dt) if sc.get("complex") else None
         state = None if train else torch.zeros(B, H, K, V, dtype=torch.complex64)
-        y, S = gateloop_op(q, k, v, log_mag, phase, state, impl="triton", chunk_size=sc["chunk"])
+        y, S = gateloop(q, k, v, log_mag, phase, state, mode="triton", chunk_size=sc["chunk"])
         if train:
             _backward([y, S.real], [q, k, v, log_mag, phase])
     elif sc["op"] in ("rglru", "linear_scan"):
@@ -129,12 +129,12 @@ def scenario(sc: dict) -> None:
             x, gx, ga = (_leaf(B, T, R, dtype=dt) for _ in range(3))
             a_param = _leaf(R, dtype=dt)
             reset = torch.zeros(B, T, dtype=torch.bool) if sc.get("reset") else None
-            y, hT = rglru(x, gx, ga, a_param, reset, h0, impl="triton")
+            y, hT = rglru(x, gx, ga, a_param, reset, h0, mode="triton")
             ins = [x, gx, ga, a_param]
         else:
             a = torch.rand(B, T, R).to(dt).requires_grad_(True)
             b = _leaf(B, T, R, dtype=dt)
-            y, hT = linear_scan(a, b, h0, impl="triton")
+            y, hT = linear_scan(a, b, h0, mode="triton")
             ins = [a, b]
         if train:
             _backward([y, hT], ins)
@@ -147,7 +147,7 @@ def scenario(sc: dict) -> None:
         bias = _leaf(C, dtype=dt) if sc.get("bias", True) else None
         state = None if train else torch.zeros(B, k - 1, C, dtype=dt)
         seg = torch.zeros(B, T, dtype=torch.long) if sc.get("segments") else None
-        y, st = causal_conv1d(x, w, bias, state, seg, impl="triton", activation=sc.get("activation"))
+        y, st = causal_conv1d(x, w, bias, state, seg, mode="triton", activation=sc.get("activation"))
         if train:
             _backward([y], [x, w, bias])
     else:

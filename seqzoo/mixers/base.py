@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError
+from ..naming import upgrade_kwargs
 
 MIXERS: dict[str, type[Mixer]] = {}
 
@@ -39,6 +40,7 @@ def build_mixer(name: str, d_model: int, **kwargs: Any) -> Mixer:
     """Instantiate a registered mixer by name (clear error for an unknown name)."""
     if name not in MIXERS:
         raise InputError(f"unknown mixer {name!r}; registered mixers: {sorted(MIXERS)}")
+    kwargs = upgrade_kwargs(name, kwargs, f"build_mixer({name!r})")  # renamed keys: new names, FutureWarning
     return MIXERS[name](d_model=d_model, **kwargs)
 
 

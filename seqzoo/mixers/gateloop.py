@@ -24,7 +24,7 @@ from einops import rearrange
 from torch import nn
 
 from ..errors import InputError
-from ..ops.gateloop import gateloop_op, triton_fits
+from ..ops.gateloop import gateloop, triton_fits
 from .base import Mixer, register_mixer
 
 TRANSITIONS = ("data", "fixed", "real", "retnet")
@@ -106,7 +106,7 @@ class GateLoop(Mixer):
         bias: bool = True,
         out_proj: bool | None = None,
         chunk_size: int = 64,
-        scan_impl: str = "blelloch",
+        scan_mode: str = "blelloch",
         fixed_init: str = "zeros",
         transition_lr: float | None = None,
         transition_weight_decay: float | None = 0.0,
@@ -135,14 +135,14 @@ class GateLoop(Mixer):
             raise InputError(f"gateloop: phase must be one of {tuple(PHASES)}, got {phase!r}")
         if not isinstance(chunk_size, int) or chunk_size <= 0:
             raise InputError(f"gateloop: chunk_size must be a positive int, got {chunk_size!r}")
-        if scan_impl not in ("hillis_steele", "blelloch", "two_level", "torch_hop"):
+        if scan_mode not in ("hillis_steele", "blelloch", "two_level", "torch_hop"):
             raise InputError(
-                f"gateloop: scan_impl must be hillis_steele, blelloch, two_level or torch_hop, got {scan_impl!r}"
+                f"gateloop: scan_mode must be hillis_steele, blelloch, two_level or torch_hop, got {scan_mode!r}"
             )
         self.n_heads, self.d_qk, self.d_v = n_heads, d_qk, d_v
         self.head_k, self.head_v = d_qk // n_heads, d_v // n_heads
         self.transition, self.magnitude, self.phase = transition, magnitude, phase
-        self.chunk_size, self.scan_impl = chunk_size, scan_impl
+        self.chunk_size, self.scan_mode = chunk_size, scan_mode
         self.transition_lr, self.transition_weight_decay = transition_lr, transition_weight_decay
 
         self.q_proj = nn.Linear(d_model, d_qk, bias=bias)
@@ -201,7 +201,7 @@ class GateLoop(Mixer):
         return "scan" if self.head_k == 1 and self.head_v == 1 else "chunkwise"
 
     def _impl(self, mode: str) -> str:
-        return {"recurrent": "naive", "scan": self.scan_impl, "chunkwise": "chunkwise", "attention": "attention"}[mode]
+        return {"recurrent": "naive", "scan": self.scan_mode, "chunkwise": "chunkwise", "attention": "attention"}[mode]
 
     def head_inputs(self, x: torch.Tensor):
         """Per-head q, k ``(B, T, H, K)``, v ``(B, T, H, V)``, log|a| and phase ``(B, T, H, K)`` (phase may be None)."""
@@ -222,7 +222,7 @@ class GateLoop(Mixer):
         # the chunkwise mode runs the Triton kernel (with this chunk_size) where the kernels switch allows it
         if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size):
             impl = "triton"
-        y, new_state = gateloop_op(q, k, v, log_mag, theta, state, impl=impl, chunk_size=self.chunk_size)
+        y, new_state = gateloop(q, k, v, log_mag, theta, state, mode=impl, chunk_size=self.chunk_size)
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)  # (B, T, d_v)
         if self.out_proj is not None:
             y = self.out_proj(y)

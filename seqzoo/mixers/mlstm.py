@@ -60,20 +60,20 @@ def small_init_std(d: int) -> float:
     return math.sqrt(2.0 / (5.0 * d))
 
 
-def wang_init_std(d: int, num_blocks: int) -> float:
-    """xLSTM "Wang init" for output projections: std 2 / (num_blocks sqrt(d))."""
-    return 2.0 / (num_blocks * math.sqrt(d))
+def wang_init_std(d: int, n_blocks: int) -> float:
+    """xLSTM "Wang init" for output projections: std 2 / (n_blocks sqrt(d))."""
+    return 2.0 / (n_blocks * math.sqrt(d))
 
 
 @register_mixer("mlstm")
 class MLSTM(Mixer):
     modes = ("recurrent", "parallel", "chunkwise")
-    test_kwargs = {"num_heads": 2, "chunk_size": 4}
+    test_kwargs = {"n_heads": 2, "chunk_size": 4}
 
     def __init__(
         self,
         d_model: int,
-        num_heads: int = 4,
+        n_heads: int = 4,
         variant: str = "neurips",
         proj_factor: float = 2.0,
         round_to: int = 64,
@@ -87,7 +87,7 @@ class MLSTM(Mixer):
         norm_eps: float | None = None,
         forget_gate: str = "sigmoid",
         dropout: float = 0.0,
-        num_blocks: int = 1,
+        n_blocks: int = 1,
         mode: str | None = None,
     ):
         super().__init__(d_model)
@@ -98,22 +98,22 @@ class MLSTM(Mixer):
             raise InputError(f"mlstm: variant must be one of {VARIANTS}, got {variant!r}")
         if forget_gate not in FORGET_GATES:
             raise InputError(f"mlstm: forget_gate must be one of {FORGET_GATES}, got {forget_gate!r}")
-        if not isinstance(num_heads, int) or num_heads <= 0:
-            raise InputError(f"mlstm: num_heads must be a positive int, got {num_heads!r}")
+        if not isinstance(n_heads, int) or n_heads <= 0:
+            raise InputError(f"mlstm: n_heads must be a positive int, got {n_heads!r}")
         if not isinstance(chunk_size, int) or chunk_size <= 0:
             raise InputError(f"mlstm: chunk_size must be a positive int, got {chunk_size!r}")
-        if not isinstance(num_blocks, int) or num_blocks <= 0:
-            raise InputError(f"mlstm: num_blocks must be a positive int, got {num_blocks!r}")
-        self.variant, self.num_heads, self.chunk_size = variant, num_heads, chunk_size
-        self.eps, self.forget_gate, self.num_blocks = eps, forget_gate, num_blocks
+        if not isinstance(n_blocks, int) or n_blocks <= 0:
+            raise InputError(f"mlstm: n_blocks must be a positive int, got {n_blocks!r}")
+        self.variant, self.n_heads, self.chunk_size = variant, n_heads, chunk_size
+        self.eps, self.forget_gate, self.n_blocks = eps, forget_gate, n_blocks
         self.norm_eps = norm_eps if norm_eps is not None else (1e-5 if variant == "neurips" else 1e-6)
         self.dropout = nn.Dropout(dropout)
-        H = num_heads
+        H = n_heads
         if variant == "neurips":
             E = round_up(proj_factor * d_model, round_to)
             if E % H:
                 raise InputError(
-                    f"mlstm: num_heads={H} must divide the inner width E={E} (= ceil({proj_factor} * "
+                    f"mlstm: n_heads={H} must divide the inner width E={E} (= ceil({proj_factor} * "
                     f"d_model / {round_to}) * {round_to})"
                 )
             if E % qkv_blocksize:
@@ -138,7 +138,7 @@ class MLSTM(Mixer):
             dqk, dv = round(d_model * qk_dim_factor), round(d_model * v_dim_factor)
             if dqk % H or dv % H or dqk == 0:
                 raise InputError(
-                    f"mlstm: num_heads={H} must divide the q/k width {dqk} (= qk_dim_factor * d_model) and "
+                    f"mlstm: n_heads={H} must divide the q/k width {dqk} (= qk_dim_factor * d_model) and "
                     f"the v width {dv} (= v_dim_factor * d_model)"
                 )
             self.qk_dim, self.v_dim, self.inner = dqk // H, dv // H, dv
@@ -156,8 +156,8 @@ class MLSTM(Mixer):
     # ------------------------------------------------------------------ init (NX-AI xlstm's NeurIPS recipe)
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        D, H = self.d_model, self.num_heads
-        std_in, std_out = small_init_std(D), wang_init_std(D, self.num_blocks)
+        D, H = self.d_model, self.n_heads
+        std_in, std_out = small_init_std(D), wang_init_std(D, self.n_blocks)
         nn.init.zeros_(self.igate.weight)
         nn.init.zeros_(self.fgate.weight)
         self.fgate.bias.copy_(torch.linspace(3.0, 6.0, H))
@@ -180,7 +180,7 @@ class MLSTM(Mixer):
 
     def extra_repr(self) -> str:
         return (
-            f"{super().extra_repr()}, variant={self.variant}, heads={self.num_heads}, qk_dim={self.qk_dim}, "
+            f"{super().extra_repr()}, variant={self.variant}, heads={self.n_heads}, qk_dim={self.qk_dim}, "
             f"v_dim={self.v_dim}, inner={self.inner}, chunk_size={self.chunk_size}, forget_gate={self.forget_gate}"
         )
 
@@ -205,7 +205,7 @@ class MLSTM(Mixer):
             raise InputError(
                 f"mlstm: state must be an MLSTMState returned by a previous call, got {type(state).__name__}"
             )
-        B, H, K, V = x.shape[0], self.num_heads, self.qk_dim, self.v_dim
+        B, H, K, V = x.shape[0], self.n_heads, self.qk_dim, self.v_dim
         for name, t, want in (("C", state.C, (B, H, K, V)), ("n", state.n, (B, H, K)), ("m", state.m, (B, H))):
             if tuple(t.shape) != want:
                 raise InputError(f"mlstm: state.{name} must have shape {want}, got {tuple(t.shape)}")
@@ -220,7 +220,7 @@ class MLSTM(Mixer):
 
     def _cell(self, q, k, v, ig, fg, cell_state, mode):
         """``q, k (B, T, H*K)``, ``v (B, T, H*V)``, gates ``(B, T, H)`` -> ``h (B, T, H, V)``, state."""
-        H = self.num_heads
+        H = self.n_heads
         q = rearrange(q, "b t (h k) -> b t h k", h=H)
         k = rearrange(k, "b t (h k) -> b t h k", h=H)
         v = rearrange(v, "b t (h v) -> b t h v", h=H)
@@ -234,7 +234,7 @@ class MLSTM(Mixer):
             ig,
             fg,
             state=cell_state,
-            impl=impl,
+            mode=impl,
             chunk_size=self.chunk_size,
             eps=self.eps,
             forget_gate=self.forget_gate,

@@ -409,12 +409,12 @@ class Orchid(Mixer):
             H = self._static_spectrum(self.filter, T, n, mode, cd)  # (D, F)
             if H_theta is not None:
                 H = H + H_theta  # (B, D, F)
-            c = fc.spectral_conv(s, H, n, impl=impl) + self.filter.skip.to(cd)[:, None] * s  # f_*
+            c = fc.spectral_conv(s, H, n, mode=impl) + self.filter.skip.to(cd)[:, None] * s  # f_*
             y = x0 * c  # f2: outer gate
             if self.filter_res is not None:
                 ut = u.transpose(1, 2).to(cd)  # (B, D, T)
                 H_res = self._static_spectrum(self.filter_res, T, n, mode, cd)
-                y = y + fc.spectral_conv(ut, H_res, n, impl=impl) + self.filter_res.skip.to(cd)[:, None] * ut
+                y = y + fc.spectral_conv(ut, H_res, n, mode=impl) + self.filter_res.skip.to(cd)[:, None] * ut
         return self.out_proj(y.transpose(1, 2).to(u.dtype)), None
 
     # -------------------------------------------------------------- optimiser

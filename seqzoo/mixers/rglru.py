@@ -94,11 +94,11 @@ class RGLRU(nn.Module):
         self.input_gate.reset_parameters()
         self.a_gate.reset_parameters()
 
-    def forward(self, x: torch.Tensor, reset: torch.Tensor | None, h0: torch.Tensor | None, mode: str):
+    def forward(self, x: torch.Tensor, reset: torch.Tensor | None, state: torch.Tensor | None, mode: str):
         gx, ga = self.input_gate(x), self.a_gate(x)
         # the "scan" mode runs the fused Triton kernel where the kernels switch allows it (CUDA by default)
         impl = "naive" if mode == "recurrent" else ("triton" if triton_fits("rglru", x, gx, ga) else "scan")
-        return rglru(x, gx, ga, self.a_param, reset, h0, self.c, impl=impl)
+        return rglru(x, gx, ga, self.a_param, reset, state, self.c, mode=impl)
 
 
 @register_mixer("rglru")

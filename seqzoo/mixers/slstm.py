@@ -7,7 +7,7 @@ Beck et al., "xLSTM: Extended Long Short-Term Memory", arXiv:2405.04517 (NeurIPS
 
 The mixer is the layer: causal conv k=4 + SiLU feeding the i/f gates (z/o read the raw input), headwise W, the cell,
 dropout, per-head LayerNorm (weight only). The post-up-projection gated FFN is the residual block's MLP ("geglu").
-There is no parallel form: the only mode is "recurrent", a loop over T (``impl`` picks the loop, see ops/slstm).
+There is no parallel form: the only mode is "recurrent", a loop over T (``cell_mode`` picks the loop: a mode of ops/slstm).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from torch import nn
 
 from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
-from ..ops.slstm import IMPLS, slstm
+from ..ops.slstm import MODES, slstm
 from .base import Mixer, register_mixer
 from .mlstm import small_init_std
 
@@ -42,9 +42,9 @@ class SLSTMState:
         return self.h, self.c, self.n, self.m
 
 
-def powerlaw_forget_bias(d: int, block_idx: int, num_blocks: int) -> torch.Tensor:
-    """NX-AI xlstm's power-law forget bias: ``5 - 12 (j/(d-1))^(0.3 + 1.3 beta)``, beta = block_idx / (num_blocks - 1) (0 for one block)."""
-    beta = block_idx / (num_blocks - 1) if num_blocks > 1 else 0.0
+def powerlaw_forget_bias(d: int, block_idx: int, n_blocks: int) -> torch.Tensor:
+    """NX-AI xlstm's power-law forget bias: ``5 - 12 (j/(d-1))^(0.3 + 1.3 beta)``, beta = block_idx / (n_blocks - 1) (0 for one block)."""
+    beta = block_idx / (n_blocks - 1) if n_blocks > 1 else 0.0
     j = torch.arange(d, dtype=torch.float64)
     ratio = j / (d - 1) if d > 1 else torch.zeros(d, dtype=torch.float64)
     return (5.0 - 12.0 * ratio ** (0.3 + 1.3 * beta)).float()
@@ -53,41 +53,38 @@ def powerlaw_forget_bias(d: int, block_idx: int, num_blocks: int) -> torch.Tenso
 @register_mixer("slstm")
 class SLSTM(Mixer):
     modes = ("recurrent",)
-    test_kwargs = {"num_heads": 2}
+    test_kwargs = {"n_heads": 2}
 
     def __init__(
         self,
         d_model: int,
-        num_heads: int = 4,
+        n_heads: int = 4,
         conv_kernel: int = 4,
-        impl: str = "fused",
+        cell_mode: str = "fused",
         bias_init: str = "powerlaw_blockdependent",
         block_idx: int = 0,
-        num_blocks: int = 1,
+        n_blocks: int = 1,
         norm_eps: float = 1e-5,
         dropout: float = 0.0,
     ):
         super().__init__(d_model)
-        if not isinstance(num_heads, int) or num_heads <= 0 or d_model % num_heads:
-            raise InputError(f"slstm: num_heads must be a positive int dividing d_model={d_model}, got {num_heads!r}")
-        if impl not in IMPLS:
-            raise InputError(f"slstm: impl must be one of {IMPLS}, got {impl!r}")
+        if not isinstance(n_heads, int) or n_heads <= 0 or d_model % n_heads:
+            raise InputError(f"slstm: n_heads must be a positive int dividing d_model={d_model}, got {n_heads!r}")
+        if cell_mode not in MODES:
+            raise InputError(f"slstm: cell_mode must be one of {MODES}, got {cell_mode!r}")
         if bias_init not in BIAS_INITS:
             raise InputError(f"slstm: bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
         if not isinstance(conv_kernel, int) or conv_kernel < 1:
             raise InputError(f"slstm: conv_kernel must be a positive int, got {conv_kernel!r}")
         if not (
-            isinstance(num_blocks, int)
-            and num_blocks > 0
-            and isinstance(block_idx, int)
-            and 0 <= block_idx < num_blocks
+            isinstance(n_blocks, int) and n_blocks > 0 and isinstance(block_idx, int) and 0 <= block_idx < n_blocks
         ):
             raise InputError(
-                f"slstm: need 0 <= block_idx < num_blocks, got block_idx={block_idx!r}, num_blocks={num_blocks!r}"
+                f"slstm: need 0 <= block_idx < n_blocks, got block_idx={block_idx!r}, n_blocks={n_blocks!r}"
             )
-        H, d = num_heads, d_model // num_heads
-        self.num_heads, self.head_dim, self.conv_kernel, self.impl = H, d, conv_kernel, impl
-        self.bias_init, self.block_idx, self.num_blocks, self.norm_eps = bias_init, block_idx, num_blocks, norm_eps
+        H, d = n_heads, d_model // n_heads
+        self.n_heads, self.head_dim, self.conv_kernel, self.cell_mode = H, d, conv_kernel, cell_mode
+        self.bias_init, self.block_idx, self.n_blocks, self.norm_eps = bias_init, block_idx, n_blocks, norm_eps
         self.conv_weight = nn.Parameter(torch.empty(d_model, conv_kernel))  # [:, -1] hits the current token
         self.conv_bias = nn.Parameter(torch.empty(d_model))
         self.W_i = nn.Parameter(torch.empty(H, d, d))  # (head, out, in), reads SiLU(conv(x))
@@ -112,13 +109,13 @@ class SLSTM(Mixer):
         nn.init.zeros_(self.bias)
         d = self.head_dim
         if self.bias_init == "powerlaw_blockdependent":
-            self.bias[:, 1] = powerlaw_forget_bias(d, self.block_idx, self.num_blocks)
+            self.bias[:, 1] = powerlaw_forget_bias(d, self.block_idx, self.n_blocks)
         elif self.bias_init == "small_init":
             self.bias[:, 1] = torch.linspace(3.0, 6.0, d)
         nn.init.ones_(self.norm_weight)
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, heads={self.num_heads}, head_dim={self.head_dim}, impl={self.impl}"
+        return f"{super().extra_repr()}, heads={self.n_heads}, head_dim={self.head_dim}, cell_mode={self.cell_mode}"
 
     def optim_overrides(self):
         return {n: {"weight_decay": 0.0} for n in ("bias", "norm_weight", "conv_bias")}
@@ -145,7 +142,7 @@ class SLSTM(Mixer):
 
     def gate_inputs(self, x: torch.Tensor, conv_state=None):
         """Input pre-activations ``wx (B, T, H, 4, d)`` (i, f from SiLU(conv(x)); z, o from x; bias added)."""
-        H = self.num_heads
+        H = self.n_heads
         x_c, conv_state = causal_conv1d(x, self.conv_weight, self.conv_bias, conv_state)
         x_c = rearrange(F.silu(x_c), "b t (h j) -> b t h j", h=H)  # (B, T, H, d)
         x_h = rearrange(x, "b t (h j) -> b t h j", h=H)
@@ -156,7 +153,7 @@ class SLSTM(Mixer):
     def _forward(self, x: torch.Tensor, state, mode: str):
         cell_state = self._check_state(x, state)
         wx, conv_state = self.gate_inputs(x, None if state is None else state.conv)
-        h, (hh, c, n, m) = slstm(wx, self.R, cell_state, impl=self.impl)  # h (B, T, H, d)
+        h, (hh, c, n, m) = slstm(wx, self.R, cell_state, mode=self.cell_mode)  # h (B, T, H, d)
         h = self.dropout(h)
         hn = F.layer_norm(h, (self.head_dim,), eps=self.norm_eps)
         y = rearrange(hn, "b t h j -> b t (h j)") * self.norm_weight

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..naming import upgrade_mixer_kwargs
 
 
 def strict_from_dict(cls, d: dict[str, Any]):
@@ -61,6 +62,8 @@ class ModelConfig:
     extra: dict[str, Any] = field(default_factory=dict)  # free-form, for families that need more
 
     def __post_init__(self) -> None:
+        # keys renamed by the naming scheme (old config.json files): new names, with a FutureWarning
+        self.mixer_kwargs = upgrade_mixer_kwargs(self.mixer_kwargs)
         self.validate()
 
     def validate(self) -> None:

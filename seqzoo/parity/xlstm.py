@@ -134,8 +134,8 @@ def lm_config_from_official(cfg: dict[str, Any]) -> ModelConfig:
         cfg["num_blocks"],
         cfg["slstm_at"],
         vocab_size=cfg["vocab_size"],
-        mlstm_heads=m["num_heads"],
-        slstm_heads=s["num_heads"],
+        mlstm_n_heads=m["num_heads"],
+        slstm_n_heads=s["num_heads"],
         ffn_factor=ff["proj_factor"],
         conv_kernel=m["conv1d_kernel_size"],
         proj_factor=m["proj_factor"],
@@ -154,14 +154,14 @@ def lm_state_dict(sd: dict[str, torch.Tensor], config: ModelConfig) -> dict[str,
     }
     if not config.tie_embeddings:
         out["lm_head.weight"] = sd["lm_head.weight"]
-    slstm_heads = config.mixer_kwargs["slstm"]["num_heads"]
+    slstm_n_heads = config.mixer_kwargs["slstm"]["n_heads"]
     for i, kind in enumerate(config.layer_mixers()):
         S = f"xlstm_block_stack.blocks.{i}."
         out[f"blocks.{i}.norm1.weight"] = 1.0 + sd[S + "xlstm_norm.weight"]
         layer = (
             mlstm_layer_state_dict(sd, S + "xlstm.")
             if kind == "mlstm"
-            else slstm_layer_state_dict(sd, slstm_heads, S + "xlstm.")
+            else slstm_layer_state_dict(sd, slstm_n_heads, S + "xlstm.")
         )
         out.update({f"blocks.{i}.mixer.{k}": v for k, v in layer.items()})
         if kind == "slstm":
@@ -179,7 +179,7 @@ def large_config_from_official(cfg: dict[str, Any]) -> ModelConfig:
     return xlstm7b_config(
         d_model=cfg["embedding_dim"],
         n_layers=cfg["num_blocks"],
-        num_heads=cfg["num_heads"],
+        n_heads=cfg["num_heads"],
         vocab_size=cfg["vocab_size"],
         chunk_size=cfg["chunk_size"],
         ffn_factor=cfg["ffn_proj_factor"],

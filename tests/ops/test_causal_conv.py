@@ -16,13 +16,13 @@ import torch
 from helpers import CUDA, DEV, GRAD_SCALE, TOL, assert_close
 
 from seqzoo.kernels import usable_on
-from seqzoo.ops.causal_conv import IMPLS, causal_conv1d, causal_conv1d_naive
+from seqzoo.ops.causal_conv import MODES, causal_conv1d, causal_conv1d_naive
 
 needs_triton = pytest.mark.skipif(
     not usable_on(DEV), reason="triton kernels cannot run here (triton missing, or no CUDA and no TRITON_INTERPRET)"
 )
 # every implementation other than the dispatcher and the reference itself
-FAST = [pytest.param(i, marks=needs_triton) if i == "triton" else i for i in IMPLS if i not in ("auto", "naive")]
+FAST = [pytest.param(i, marks=needs_triton) if i == "triton" else i for i in MODES if i not in ("auto", "naive")]
 
 
 def _inputs(B, T, C, k, dtype, state=True, bias=True, seg=None, seed=0, device=DEV):
@@ -54,12 +54,12 @@ def _run(fn, x, w, b, s, sp, gy, gs, dtype_ref=None, **kw):
     return y, ns, [None if t is None else next(grads) for t in leaves]
 
 
-def _compare(B, T, C, k, dtype, state=True, bias=True, seg=None, activation=None, seed=0, impl="triton"):
+def _compare(B, T, C, k, dtype, state=True, bias=True, seg=None, activation=None, seed=0, mode="triton"):
     x, w, b, s, sp = _inputs(B, T, C, k, dtype, state, bias, seg, seed)
     g = torch.Generator(device="cpu").manual_seed(seed + 1)
     gy = torch.randn(B, T, C, generator=g, dtype=torch.float64).to(DEV)
     gs = torch.randn(B, k - 1, C, generator=g, dtype=torch.float64).to(DEV)
-    y, ns, grads = _run(causal_conv1d, x, w, b, s, sp, gy, gs, impl=impl, activation=activation)
+    y, ns, grads = _run(causal_conv1d, x, w, b, s, sp, gy, gs, mode=mode, activation=activation)
     y_r, ns_r, grads_r = _run(
         causal_conv1d_naive, x, w, b, s, sp, gy, gs, dtype_ref=torch.float64, activation=activation
     )
@@ -73,7 +73,7 @@ def _compare(B, T, C, k, dtype, state=True, bias=True, seg=None, activation=None
         assert got.dtype == leaf.dtype, name
         assert_close(got, ref, dtype=dtype, scale=GRAD_SCALE, name=name)
     # the returned state is exactly what the torch path returns
-    _, ns_t = causal_conv1d(x, w, b, s, segment_pos=sp, impl="torch")
+    _, ns_t = causal_conv1d(x, w, b, s, segment_pos=sp, mode="torch")
     assert torch.equal(ns, ns_t)
 
 
@@ -81,10 +81,10 @@ def _compare(B, T, C, k, dtype, state=True, bias=True, seg=None, activation=None
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("seg", [None, 0.3])
 def test_every_impl_matches_naive(impl, dtype, seg):
-    """Each implementation in ``IMPLS`` against the reference, with state, bias and document starts."""
+    """Each implementation in ``MODES`` against the reference, with state, bias and document starts."""
     if impl == "triton" and dtype == torch.float64:
         pytest.skip("the Triton kernel takes float32/float16/bfloat16 only (float64 is refused: test_bad_inputs)")
-    _compare(2, 9, 12, 4, dtype, seg=seg, seed=21, impl=impl)
+    _compare(2, 9, 12, 4, dtype, seg=seg, seed=21, mode=impl)
 
 
 @needs_triton
@@ -112,7 +112,7 @@ def test_half_matches_naive(dtype, T, C, k):
 @pytest.mark.parametrize("impl", FAST)
 @pytest.mark.parametrize("T,k", [(7, 2), (7, 4), (16, 4), (33, 3)])
 def test_document_masking(T, k, impl):
-    _compare(3, T, 12, k, torch.float32, seg=0.25, seed=T + k, impl=impl)
+    _compare(3, T, 12, k, torch.float32, seg=0.25, seed=T + k, mode=impl)
 
 
 @needs_triton
@@ -123,13 +123,13 @@ def test_document_masking_bf16_no_state():
 @pytest.mark.parametrize("impl", FAST)
 @pytest.mark.parametrize("seg", [None, 0.3])
 def test_fused_silu(seg, impl):
-    _compare(2, 9, 12, 4, torch.float32, seg=seg, activation="silu", seed=5, impl=impl)
+    _compare(2, 9, 12, 4, torch.float32, seg=seg, activation="silu", seed=5, mode=impl)
 
 
 @pytest.mark.parametrize("impl", FAST)
 def test_kernel_size_one_and_eight(impl):
-    _compare(2, 5, 4, 1, torch.float32, impl=impl)
-    _compare(2, 11, 4, 8, torch.float32, seg=0.2, impl=impl)
+    _compare(2, 5, 4, 1, torch.float32, mode=impl)
+    _compare(2, 11, 4, 8, torch.float32, seg=0.2, mode=impl)
 
 
 @needs_triton
@@ -147,10 +147,10 @@ def test_several_backward_programs_along_t(monkeypatch):
 def test_split_equals_whole(seg, impl):
     """Carrying the returned state across calls equals one call on the whole sequence (also with documents)."""
     x, w, b, s, sp = _inputs(2, 19, 12, 4, torch.float32, seg=seg, seed=3)
-    y, ns = causal_conv1d(x, w, b, s, segment_pos=sp, impl=impl)
+    y, ns = causal_conv1d(x, w, b, s, segment_pos=sp, mode=impl)
     ys, st = [], s
     for lo, hi in ((0, 1), (1, 3), (3, 10), (10, 19)):  # pieces shorter than k-1 included
-        yi, st = causal_conv1d(x[:, lo:hi], w, b, st, segment_pos=None if sp is None else sp[:, lo:hi], impl=impl)
+        yi, st = causal_conv1d(x[:, lo:hi], w, b, st, segment_pos=None if sp is None else sp[:, lo:hi], mode=impl)
         ys.append(yi)
     assert_close(torch.cat(ys, 1), y, atol=1e-6, name="y split")
     assert torch.equal(st, ns)
@@ -163,8 +163,8 @@ def test_strided_inputs_and_parameter_layout():
     x_nc = x.transpose(1, 2).contiguous().transpose(1, 2)
     w_nc = w.t().contiguous().t()
     assert not x_nc.is_contiguous() and not w_nc.is_contiguous()
-    y, ns = causal_conv1d(x_nc, w_nc, b, s, impl="triton")
-    y_r, ns_r = causal_conv1d(x, w, b, s, impl="torch")
+    y, ns = causal_conv1d(x_nc, w_nc, b, s, mode="triton")
+    y_r, ns_r = causal_conv1d(x, w, b, s, mode="torch")
     assert_close(y, y_r, atol=1e-5, rtol=1e-5, name="y strided")
     assert torch.equal(ns, ns_r)
 
@@ -173,33 +173,33 @@ def test_strided_inputs_and_parameter_layout():
 def test_bad_inputs():
     x, w, b, s, _ = _inputs(2, 5, 4, 4, torch.float32)
     with pytest.raises(TypeError):
-        causal_conv1d(x.double(), w.double(), impl="triton")
+        causal_conv1d(x.double(), w.double(), mode="triton")
     with pytest.raises(ValueError, match="conv state"):
-        causal_conv1d(x, w, b, s[:, :2], impl="triton")
+        causal_conv1d(x, w, b, s[:, :2], mode="triton")
     with pytest.raises(ValueError, match="weight"):
-        causal_conv1d(x, w[:3], b, impl="triton")
+        causal_conv1d(x, w[:3], b, mode="triton")
     with pytest.raises(ValueError, match="bias"):
-        causal_conv1d(x, w, b[:3], impl="triton")
+        causal_conv1d(x, w, b[:3], mode="triton")
     with pytest.raises(ValueError, match="segment_pos"):
-        causal_conv1d(x, w, segment_pos=torch.ones(2, 4, dtype=torch.long, device=DEV), impl="triton")
+        causal_conv1d(x, w, segment_pos=torch.ones(2, 4, dtype=torch.long, device=DEV), mode="triton")
     with pytest.raises(ValueError, match="T >= 1"):
-        causal_conv1d(x[:, :0], w, impl="triton")
+        causal_conv1d(x[:, :0], w, mode="triton")
     with pytest.raises(ValueError, match="kernel sizes"):
-        causal_conv1d(x, torch.ones(4, 17, device=DEV), impl="triton")
-    with pytest.raises(ValueError, match="impl"):
-        causal_conv1d(x, w, impl="cuda")
+        causal_conv1d(x, torch.ones(4, 17, device=DEV), mode="triton")
+    with pytest.raises(ValueError, match="mode"):
+        causal_conv1d(x, w, mode="cuda")
     with pytest.raises(ValueError, match="activation"):
-        causal_conv1d(x, w, impl="triton", activation="gelu")
+        causal_conv1d(x, w, mode="triton", activation="gelu")
 
 
 def test_auto_dispatch_and_lazy_import():
     """ "auto" on CPU tensors is the torch path (never the interpreter); importing seqzoo does not import triton."""
     x, w, b, s, _ = _inputs(2, 6, 4, 4, torch.float32, device="cpu")
-    for got, ref in zip(causal_conv1d(x, w, b, s), causal_conv1d(x, w, b, s, impl="torch")):
+    for got, ref in zip(causal_conv1d(x, w, b, s), causal_conv1d(x, w, b, s, mode="torch")):
         assert torch.equal(got, ref)
     for impl in ("naive", "torch"):
-        y, _ = causal_conv1d(x, w, b, s, impl=impl, activation="silu")
-        assert_close(y, torch.nn.functional.silu(causal_conv1d(x, w, b, s, impl=impl)[0]), atol=1e-5, rtol=1.3e-6)
+        y, _ = causal_conv1d(x, w, b, s, mode=impl, activation="silu")
+        assert_close(y, torch.nn.functional.silu(causal_conv1d(x, w, b, s, mode=impl)[0]), atol=1e-5, rtol=1.3e-6)
     code = (
         "import sys, torch, seqzoo, seqzoo.ops.causal_conv as c; "
         "c.causal_conv1d(torch.randn(1, 3, 2), torch.randn(2, 4)); assert 'triton' not in sys.modules"
@@ -219,8 +219,8 @@ def test_real_shape_cuda(dtype, seg):
     g = torch.Generator(device="cpu").manual_seed(12)
     gy = torch.randn(B, T, C, generator=g, dtype=torch.float64).to(DEV)
     gs = torch.randn(B, k - 1, C, generator=g, dtype=torch.float64).to(DEV)
-    y, ns, grads = _run(causal_conv1d, x, w, b, s, sp, gy, gs, impl="triton")
-    ref = causal_conv1d_naive if sp is None else (lambda *a, **kw: causal_conv1d(*a, impl="torch", **kw))
+    y, ns, grads = _run(causal_conv1d, x, w, b, s, sp, gy, gs, mode="triton")
+    ref = causal_conv1d_naive if sp is None else (lambda *a, **kw: causal_conv1d(*a, mode="torch", **kw))
     y_r, ns_r, grads_r = _run(ref, x, w, b, s, sp, gy, gs, dtype_ref=torch.float64)
     assert_close(y, y_r, dtype=dtype, name="y")
     assert_close(ns, ns_r, atol=0.0, name="new state")

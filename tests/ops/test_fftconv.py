@@ -1,13 +1,13 @@
 """ops/fftconv: FFT paths against the direct O(T^2) sums and explicit DFT matrices (Orchid, arXiv:2402.18508, §2-§3).
 
-Every implementation in ``IMPLS`` (``fft``, and ``direct``: the reference) on outputs and gradients; the op has no
+Every implementation in ``MODES`` (``fft``, and ``direct``: the reference) on outputs and gradients; the op has no
 state. Closeness: ``tests/helpers.py``."""
 
 import pytest
 import torch
 from helpers import assert_close, check_against_reference
 
-from seqzoo.ops.fftconv import IMPLS, direct_conv, fftconv, irfft_naive, rfft_naive, spectral_conv, spectral_conv_naive
+from seqzoo.ops.fftconv import MODES, direct_conv, fftconv, irfft_naive, rfft_naive, spectral_conv, spectral_conv_naive
 
 LENGTHS = (1, 2, 7, 16, 33, 128)
 
@@ -41,7 +41,7 @@ def test_fft_equals_direct_fp64(T, padding, per_sample):
     g = torch.Generator().manual_seed(T)
     x = torch.randn(2, 3, T, generator=g, dtype=torch.float64)
     h = torch.randn(*((2,) if per_sample else ()), 3, T, generator=g, dtype=torch.float64)
-    assert_close(fftconv(x, h, padding, impl="fft"), fftconv(x, h, padding, impl="direct"), 1e-10, floor=0)
+    assert_close(fftconv(x, h, padding, mode="fft"), fftconv(x, h, padding, mode="direct"), 1e-10, floor=0)
 
 
 @pytest.mark.parametrize("T", LENGTHS)
@@ -59,7 +59,7 @@ def test_spectral_conv_fft_equals_direct(T, linear):
     n = 2 * T if linear else T
     x = torch.randn(2, 3, T, dtype=torch.float64)
     H = torch.randn(2, 3, n // 2 + 1, dtype=torch.complex128)
-    assert_close(spectral_conv(x, H, n, impl="fft"), spectral_conv(x, H, n, impl="direct"), 1e-10, floor=0)
+    assert_close(spectral_conv(x, H, n, mode="fft"), spectral_conv(x, H, n, mode="direct"), 1e-10, floor=0)
 
 
 def test_circular_conv_is_shift_equivariant():
@@ -79,7 +79,7 @@ def test_linear_conv_has_no_wraparound():
     assert abs(float(y[0, 0, -1] - h[0, 0])) <= 1e-12
 
 
-@pytest.mark.parametrize("impl", [i for i in IMPLS if i != "direct"])
+@pytest.mark.parametrize("impl", [i for i in MODES if i != "direct"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("padding", ["circular", "linear"])
 def test_every_impl_matches_naive(impl, dtype, padding):
@@ -89,7 +89,7 @@ def test_every_impl_matches_naive(impl, dtype, padding):
     x = torch.randn(2, 3, 11, generator=g).to(dtype)
     h = torch.randn(2, 3, 11, generator=g).to(dtype)
     check_against_reference(
-        lambda x, h: (fftconv(x, h, padding, impl=impl),),
+        lambda x, h: (fftconv(x, h, padding, mode=impl),),
         lambda x, h: (direct_conv(x, h, padding),),
         [x, h],
         dtype=dtype,
@@ -101,7 +101,7 @@ def test_every_impl_matches_naive(impl, dtype, padding):
         torch.complex128 if dtype == torch.float64 else torch.complex64
     )
     check_against_reference(
-        lambda x, H: (spectral_conv(x, H, n, impl=impl),),
+        lambda x, H: (spectral_conv(x, H, n, mode=impl),),
         lambda x, H: (spectral_conv_naive(x, H, n),),
         [x, H],
         dtype=dtype,
@@ -138,8 +138,8 @@ def test_bad_input_is_refused_clearly():
         fftconv(x, torch.randn(3, 7))
     with pytest.raises(ValueError, match="padding"):
         fftconv(x, h, padding="reflect")
-    with pytest.raises(ValueError, match="impl"):
-        fftconv(x, h, impl="cuda")
+    with pytest.raises(ValueError, match="mode"):
+        fftconv(x, h, mode="cuda")
     with pytest.raises(ValueError, match=r"\(B, C, T\)"):
         fftconv(x[0], h)
     with pytest.raises(ValueError, match="C=3"):

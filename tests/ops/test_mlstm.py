@@ -27,8 +27,8 @@ from helpers import (
 
 from seqzoo.errors import InputError
 from seqzoo.kernels import use_kernels
+from seqzoo.ops.mlstm import MODES as OP_MODES
 from seqzoo.ops.mlstm import (
-    IMPLS,
     mlstm,
     mlstm_chunkwise,
     mlstm_naive_parallel,
@@ -51,7 +51,7 @@ def make(B=2, T=37, H=3, K=16, V=32, dtype=torch.float64, seed=0, i_std=1.0, f_m
 
 
 def run(mode, q, k, v, i, f, state=None, L=16, eps=0.0, forget_gate="sigmoid"):
-    return mlstm(q, k, v, i, f, state, impl=mode, chunk_size=L, eps=eps, forget_gate=forget_gate)
+    return mlstm(q, k, v, i, f, state, mode=mode, chunk_size=L, eps=eps, forget_gate=forget_gate)
 
 
 def test_naive_parallel_equals_naive_recurrent():
@@ -61,11 +61,12 @@ def test_naive_parallel_equals_naive_recurrent():
 
 
 @pytest.mark.parametrize(
-    "impl", [pytest.param(i, marks=needs_triton) if i == "triton" else i for i in IMPLS if i not in ("auto", "naive")]
+    "impl",
+    [pytest.param(i, marks=needs_triton) if i == "triton" else i for i in OP_MODES if i not in ("auto", "naive")],
 )
 @pytest.mark.parametrize("with_state", [True, False])
 def test_every_impl_matches_naive(impl, with_state):
-    """Each implementation in ``IMPLS`` against ``mlstm_naive_recurrent`` in fp64 from the same inputs: h, the final
+    """Each implementation in ``MODES`` against ``mlstm_naive_recurrent`` in fp64 from the same inputs: h, the final
     (C, n, m) and the gradients of q, k, v, i, f and the initial state. The PyTorch forms run in float64, the
     Triton kernel (fp32/fp16/bf16 only) in float32 under the interpreter; T = 21 with chunks of 16 (a tail)."""
     dtype = torch.float32 if impl == "triton" else torch.float64
@@ -92,7 +93,7 @@ def test_every_impl_matches_naive(impl, with_state):
         return run
 
     check_against_reference(
-        cell(mlstm, impl=impl, chunk_size=16, eps=1e-6),
+        cell(mlstm, mode=impl, chunk_size=16, eps=1e-6),
         cell(mlstm_naive_recurrent, eps=1e-6),
         [q, k, v, i, f, *state],
         dtype=dtype,
@@ -148,7 +149,7 @@ def test_prefill_then_single_steps(mode):
     h, s = run(mode, *(a[:, :P] for a in (q, k, v, i, f)))
     outs = [h]
     for t in range(P, 30):
-        h, s = mlstm(*(a[:, t : t + 1] for a in (q, k, v, i, f)), s, impl="auto", eps=0.0)
+        h, s = mlstm(*(a[:, t : t + 1] for a in (q, k, v, i, f)), s, mode="auto", eps=0.0)
         outs.append(h)
     assert_close(torch.cat(outs, 1), h0, 1e-10)
 
@@ -272,8 +273,8 @@ def test_bad_inputs_raise_before_work():
         mlstm(q, k[..., :3], v, i, f)
     with pytest.raises(ValueError, match="gate pre-activation i"):
         mlstm(q, k, v, i[..., :1], f)
-    with pytest.raises(ValueError, match="impl"):
-        mlstm(q, k, v, i, f, impl="fast")
+    with pytest.raises(ValueError, match="mode"):
+        mlstm(q, k, v, i, f, mode="fast")
     with pytest.raises(ValueError, match="forget_gate"):
         mlstm(q, k, v, i, f, forget_gate="tanh")
     with pytest.raises(ValueError, match="state C"):
@@ -539,9 +540,9 @@ def test_mlstm_model_trains_through_the_triton_backward(variant, monkeypatch, ca
     from seqzoo.ops.mlstm import triton as mlstm_triton_module
 
     if variant == "neurips":
-        cfg = xlstm_config(32, 2, (), vocab_size=32, mlstm_heads=2, chunk_size=16)
+        cfg = xlstm_config(32, 2, (), vocab_size=32, mlstm_n_heads=2, chunk_size=16)
     else:
-        cfg = xlstm7b_config(d_model=32, n_layers=2, num_heads=2, vocab_size=32, chunk_size=16)
+        cfg = xlstm7b_config(d_model=32, n_layers=2, n_heads=2, vocab_size=32, chunk_size=16)
     torch.manual_seed(0)
     ref = LanguageModel(cfg)
     tri = copy.deepcopy(ref)
@@ -577,4 +578,4 @@ def test_mlstm_triton_chunk_size_is_not_silently_changed(kernels_reset):
 
     q = torch.randn(1, 4, 1, 4)
     with pytest.raises(InputError, match="chunk_size must be a power of two >= 16"):
-        mlstm(q, q, q, q[..., 0], q[..., 0], impl="triton", chunk_size=24)
+        mlstm(q, q, q, q[..., 0], q[..., 0], mode="triton", chunk_size=24)

@@ -10,7 +10,7 @@ import torch
 from helpers import DEV, GRAD_SCALE, LOWP, assert_close, check_against_reference, grads, needs_cuda, needs_triton
 
 from seqzoo.ops.rglru import (
-    IMPLS,
+    MODES,
     SqrtBoundDerivative,
     linear_scan,
     linear_scan_chunked,
@@ -40,18 +40,18 @@ def test_scan_equals_loop_fp64(T, with_h0):
     h0 = h0 if with_h0 else None
     y_ref, h_ref = rglru_naive(x, gx, ga, ap, reset, h0)
     for impl in ("naive", "scan"):
-        y, h = rglru(x, gx, ga, ap, reset, h0, impl=impl)
+        y, h = rglru(x, gx, ga, ap, reset, h0, mode=impl)
         assert_close(y, y_ref, atol=1e-12, name=f"y {impl}")
         assert_close(h, h_ref, atol=1e-12, name=f"h {impl}")
 
 
-FAST = [pytest.param(i, marks=needs_triton) if i == "triton" else i for i in IMPLS if i not in ("auto", "naive")]
+FAST = [pytest.param(i, marks=needs_triton) if i == "triton" else i for i in MODES if i not in ("auto", "naive")]
 
 
 @pytest.mark.parametrize("impl", FAST)
 @pytest.mark.parametrize("with_h0", [True, False])
 def test_every_impl_matches_naive(impl, with_h0):
-    """``rglru`` and ``linear_scan``: each implementation in ``IMPLS`` against the loops in fp64 from the same
+    """``rglru`` and ``linear_scan``: each implementation in ``MODES`` against the loops in fp64 from the same
     inputs: y / h, the final state and the gradients of every input (x, both gates, Λ̃, a, b, h0). The PyTorch
     scan runs in float64, the Triton kernels (fp32/fp16/bf16 only) in float32 under the interpreter."""
     dtype = torch.float32 if impl == "triton" else f64
@@ -59,7 +59,7 @@ def test_every_impl_matches_naive(impl, with_h0):
     x, gx, ga, ap = (t.to(dtype) for t in (x, gx, ga, ap))
     h0 = h0.to(dtype) if with_h0 else None
     check_against_reference(
-        lambda x, gx, ga, ap, reset, h0: rglru(x, gx, ga, ap, reset, h0, impl=impl, chunk=4),
+        lambda x, gx, ga, ap, reset, h0: rglru(x, gx, ga, ap, reset, h0, mode=impl, chunk_size=4),
         rglru_naive,
         [x, gx, ga, ap, reset, h0],
         dtype=dtype,
@@ -72,7 +72,7 @@ def test_every_impl_matches_naive(impl, with_h0):
     a[:, 9] = 0  # a document reset
     b = torch.randn(2, 19, 8, generator=g).to(DEV, dtype)
     check_against_reference(
-        lambda a, b, h0: linear_scan(a, b, h0, impl=impl, chunk=4),
+        lambda a, b, h0: linear_scan(a, b, h0, mode=impl, chunk_size=4),
         linear_scan_naive,
         [a, b, h0],
         dtype=dtype,
@@ -89,15 +89,15 @@ def test_scan_any_chunk_length(chunk):
     b = torch.randn(2, 53, 5, generator=g, dtype=f64)
     h0 = torch.randn(2, 5, generator=g, dtype=f64)
     h_ref, last_ref = linear_scan_naive(a, b, h0)
-    h, last = linear_scan_chunked(a, b, h0, chunk=chunk)
+    h, last = linear_scan_chunked(a, b, h0, chunk_size=chunk)
     assert_close(h, h_ref, atol=1e-12, name="h")
     assert_close(last, last_ref, atol=1e-12, name="h_T")
 
 
 def test_scan_equals_loop_fp32_long():
     x, gx, ga, ap, reset, h0 = rand_inputs(2, 4096, 16, dtype=torch.float32, seed=1, reset_p=0.002)
-    y_ref, h_ref = rglru(x, gx, ga, ap, reset, h0, impl="naive")
-    y, h = rglru(x, gx, ga, ap, reset, h0, impl="scan")
+    y_ref, h_ref = rglru(x, gx, ga, ap, reset, h0, mode="naive")
+    y, h = rglru(x, gx, ga, ap, reset, h0, mode="scan")
     assert y.dtype == torch.float32 and h.dtype == torch.float32
     assert_close(y, y_ref, 1e-5, floor=0, name="y")
     assert_close(h, h_ref, 1e-5, floor=0, name="h")
@@ -112,7 +112,7 @@ def test_gradients_scan_equal_loop():
         if impl == "loop":
             y, h = rglru_naive(ins[0], ins[1], ins[2], ins[3], reset, ins[4])
         else:
-            y, h = rglru(ins[0], ins[1], ins[2], ins[3], reset, ins[4], impl="scan")
+            y, h = rglru(ins[0], ins[1], ins[2], ins[3], reset, ins[4], mode="scan")
         w = torch.linspace(-1, 1, y.numel(), dtype=f64).view_as(y)
         ((y * w).sum() + h.square().sum()).backward()
         grads[impl] = [t.grad for t in ins]
@@ -125,11 +125,11 @@ def test_gradcheck_scan_fp64():
     a = torch.rand(1, 6, 8, generator=g, dtype=f64).requires_grad_(True)
     b = torch.randn(1, 6, 8, generator=g, dtype=f64).requires_grad_(True)
     h0 = torch.randn(1, 8, generator=g, dtype=f64).requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda a, b, h0: linear_scan_chunked(a, b, h0, chunk=2)[0], (a, b, h0))
+    assert torch.autograd.gradcheck(lambda a, b, h0: linear_scan_chunked(a, b, h0, chunk_size=2)[0], (a, b, h0))
     x, gx, ga, ap, reset, h0 = rand_inputs(1, 6, 8, seed=2)
     ins = tuple(t.requires_grad_(True) for t in (x, gx, ga, ap, h0))
     # 1 - a^2 > 2.5e-7 here, so the bounded sqrt derivative equals the true one
-    assert torch.autograd.gradcheck(lambda x, gx, ga, ap, h0: rglru(x, gx, ga, ap, reset, h0, impl="scan")[0], ins)
+    assert torch.autograd.gradcheck(lambda x, gx, ga, ap, h0: rglru(x, gx, ga, ap, reset, h0, mode="scan")[0], ins)
 
 
 def test_sqrt_bound_derivative_is_exactly_clipped():
@@ -148,11 +148,11 @@ def test_stress_long_extreme_gates(impl):
     x = torch.randn(1, T, R)
     h0 = torch.randn(1, R)
     # r = 0 (gate_a = -1e4): a = 1, beta = 0, so h must stay exactly h0
-    y, h = rglru(x, torch.zeros_like(x), torch.full_like(x, -1e4), torch.full((R,), -3.0), None, h0, impl=impl)
+    y, h = rglru(x, torch.zeros_like(x), torch.full_like(x, -1e4), torch.full((R,), -3.0), None, h0, mode=impl)
     assert torch.equal(h, h0) and torch.equal(y[0, -1], h0[0])
     # r = 1 at Λ̃ = 20: a ≈ 0, beta ≈ 1, so h_t = i_t x_t
     gx = torch.randn(1, T, R)
-    y, h = rglru(x, gx, torch.full_like(x, 1e4), torch.full((R,), 20.0), None, h0, impl=impl)
+    y, h = rglru(x, gx, torch.full_like(x, 1e4), torch.full((R,), 20.0), None, h0, mode=impl)
     assert torch.isfinite(y).all()
     assert_close(y, torch.sigmoid(gx) * x, atol=1e-6)
 
@@ -164,7 +164,7 @@ def test_state_bounded_for_constant_a():
     a0 = torch.tensor([0.9, 0.99, 0.999], dtype=f64)
     ap = torch.log(1 / a0 - 1)  # σ(−Λ̃) = a0; with r = σ(ga) and c = 8: a = a0^(8 r)
     ga = torch.full_like(x, 0.0)  # r = 0.5 -> a = a0^4
-    y, _ = rglru(x, gx, ga, ap, None, None, impl="scan")
+    y, _ = rglru(x, gx, ga, ap, None, None, mode="scan")
     a = a0**4
     bound = float((torch.sigmoid(gx) * x).abs().max()) * torch.sqrt((1 + a) / (1 - a))
     assert torch.isfinite(y).all()
@@ -175,7 +175,7 @@ def test_every_token_a_reset_gives_gated_input():
     x, gx, ga, ap, _, h0 = rand_inputs(2, 50, 8, seed=9)
     reset = torch.ones(2, 50, dtype=torch.bool)
     for impl in ("naive", "scan"):
-        y, _ = rglru(x, gx, ga, ap, reset, h0, impl=impl)
+        y, _ = rglru(x, gx, ga, ap, reset, h0, mode=impl)
         assert_close(y, torch.sigmoid(gx) * x, atol=1e-15)
 
 
@@ -185,7 +185,7 @@ def test_bf16_inputs_finite_gradients():
     gx = torch.randn(2, 300, 8, generator=g).bfloat16().requires_grad_(True)
     ga = (torch.randn(2, 300, 8, generator=g) * 20 - 30).bfloat16().requires_grad_(True)  # r -> 0, a -> 1
     ap = torch.full((8,), -6.9).bfloat16().requires_grad_(True)
-    y, h = rglru(x, gx, ga, ap, None, None, impl="scan")
+    y, h = rglru(x, gx, ga, ap, None, None, mode="scan")
     assert y.dtype == torch.bfloat16 and h.dtype == torch.float32
     y.float().square().mean().backward()
     for t in (x, gx, ga, ap):
@@ -194,22 +194,22 @@ def test_bf16_inputs_finite_gradients():
 
 def test_fp32_state_and_accumulation():
     x, gx, ga, ap, reset, h0 = rand_inputs(1, 7, 4, dtype=torch.bfloat16)
-    y, h = rglru(x, gx, ga, ap, reset, h0.float(), impl="scan")
+    y, h = rglru(x, gx, ga, ap, reset, h0.float(), mode="scan")
     assert y.dtype == torch.bfloat16 and h.dtype == torch.float32
 
 
 def test_bad_arguments_raise():
     x, gx, ga, ap, reset, h0 = rand_inputs(2, 5, 4)
-    with pytest.raises(ValueError, match="impl"):
-        rglru(x, gx, ga, ap, impl="fast")
+    with pytest.raises(ValueError, match="mode"):
+        rglru(x, gx, ga, ap, mode="fast")
     with pytest.raises(ValueError, match="gate_a"):
         rglru(x, gx, ga[:, :3], ap)
     with pytest.raises(ValueError, match="a_param"):
         rglru(x, gx, ga, ap[:3])
     with pytest.raises(ValueError, match="reset"):
         rglru(x, gx, ga, ap, reset=reset.long())
-    with pytest.raises(ValueError, match="h0"):
-        linear_scan(torch.rand(2, 5, 4), torch.rand(2, 5, 4), h0=torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="state"):
+        linear_scan(torch.rand(2, 5, 4), torch.rand(2, 5, 4), state=torch.zeros(2, 3))
 
 
 # ------------------------------------------------------------------------------------------------ Triton kernels

@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import assert_close, check_against_reference
 
-from seqzoo.ops.slstm import IMPLS, slstm, slstm_compiled, slstm_fused, slstm_naive
+from seqzoo.ops.slstm import MODES, slstm, slstm_compiled, slstm_fused, slstm_naive
 
 
 def make(B=2, T=30, H=3, d=5, dtype=torch.float64, seed=0, scale=1.0, r_std=0.3):
@@ -37,11 +37,11 @@ def test_fused_equals_naive_outputs_states_grads():
 
 @pytest.mark.parametrize(
     "impl",
-    [pytest.param(i, marks=pytest.mark.slow) if i == "compiled" else i for i in IMPLS if i not in ("auto", "naive")],
+    [pytest.param(i, marks=pytest.mark.slow) if i == "compiled" else i for i in MODES if i not in ("auto", "naive")],
 )
 @pytest.mark.parametrize("with_state", [True, False])
 def test_every_impl_matches_naive(impl, with_state):
-    """Each implementation in ``IMPLS`` against ``slstm_naive`` in fp64: h, the final (h, c, n, m) and the
+    """Each implementation in ``MODES`` against ``slstm_naive`` in fp64: h, the final (h, c, n, m) and the
     gradients of wx, R and the initial state."""
     wx, R = make(T=11, seed=4)
     g = torch.Generator().manual_seed(5)
@@ -57,7 +57,7 @@ def test_every_impl_matches_naive(impl, with_state):
         return run
 
     check_against_reference(
-        cell(lambda wx, R, st: slstm(wx, R, st, impl=impl)),
+        cell(lambda wx, R, st: slstm(wx, R, st, mode=impl)),
         cell(slstm_naive),
         [wx, R, *state],
         dtype=torch.float64,
@@ -70,10 +70,10 @@ def test_every_impl_matches_naive(impl, with_state):
 @pytest.mark.parametrize("impl", ["naive", "fused"])
 def test_split_with_state_equals_whole(impl):
     wx, R = make()
-    h0, s0 = slstm(wx, R, impl=impl)
+    h0, s0 = slstm(wx, R, mode=impl)
     for t in (1, 11, 29):
-        h1, s1 = slstm(wx[:, :t], R, impl=impl)
-        h2, s2 = slstm(wx[:, t:], R, s1, impl=impl)
+        h1, s1 = slstm(wx[:, :t], R, mode=impl)
+        h2, s2 = slstm(wx[:, t:], R, s1, mode=impl)
         assert_close(torch.cat([h1, h2], 1), h0, atol=1e-12)
         for a, b in zip(s2, s0):
             assert_close(a, b, 1e-12)
@@ -91,7 +91,7 @@ def test_float32_matches_float64():
 def test_gradcheck(impl):
     wx, R = make(B=1, T=6, H=2, d=3)
     leaves = [wx.requires_grad_(True), R.requires_grad_(True)]
-    assert torch.autograd.gradcheck(lambda a, r: slstm(a, r, impl=impl)[0], leaves, fast_mode=True)
+    assert torch.autograd.gradcheck(lambda a, r: slstm(a, r, mode=impl)[0], leaves, fast_mode=True)
 
 
 @pytest.mark.parametrize("impl", ["naive", "fused"])
@@ -99,7 +99,7 @@ def test_extreme_gates_stay_finite(impl):
     wx, R = make(dtype=torch.float32)
     wx = 1e4 * torch.sign(wx)
     wx.requires_grad_(True)
-    h, st = slstm(wx, R, impl=impl)
+    h, st = slstm(wx, R, mode=impl)
     assert torch.isfinite(h).all() and all(torch.isfinite(s).all() for s in st)
     h.sum().backward()
     assert torch.isfinite(wx.grad).all()
@@ -127,8 +127,8 @@ def test_bad_inputs():
         slstm(wx[..., 0, :], R)
     with pytest.raises(ValueError, match="R must have shape"):
         slstm(wx, R[:, :2])
-    with pytest.raises(ValueError, match="impl"):
-        slstm(wx, R, impl="cuda")
+    with pytest.raises(ValueError, match="mode"):
+        slstm(wx, R, mode="cuda")
     with pytest.raises(ValueError, match="state h"):
         slstm(wx, R, state=tuple(torch.zeros(2, 7) for _ in range(4)))
 

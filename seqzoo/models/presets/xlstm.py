@@ -42,13 +42,13 @@ def xlstm_config(
     n_layers: int,
     slstm_at: Iterable[int] = (),
     vocab_size: int = GPT2_VOCAB_PADDED,
-    mlstm_heads: int = 4,
-    slstm_heads: int = 4,
+    mlstm_n_heads: int = 4,
+    slstm_n_heads: int = 4,
     ffn_factor: float = 1.3,
     chunk_size: int = 64,
     conv_kernel: int = 4,
     dropout: float = 0.0,
-    slstm_impl: str = "fused",
+    slstm_cell_mode: str = "fused",
     **mlstm_kwargs,
 ) -> ModelConfig:
     """NeurIPS xLSTM stack: ``slstm_at`` lists the 0-based sLSTM block indices, every other block is mLSTM."""
@@ -63,18 +63,18 @@ def xlstm_config(
         pattern=pattern,
         mixer_kwargs={
             "mlstm": {
-                "num_heads": mlstm_heads,
+                "n_heads": mlstm_n_heads,
                 "chunk_size": chunk_size,
                 "conv_kernel": conv_kernel,
-                "num_blocks": n_layers,
+                "n_blocks": n_layers,
                 "dropout": dropout,
                 **mlstm_kwargs,
             },
             "slstm": {
-                "num_heads": slstm_heads,
+                "n_heads": slstm_n_heads,
                 "conv_kernel": conv_kernel,
-                "num_blocks": n_layers,
-                "impl": slstm_impl,
+                "n_blocks": n_layers,
+                "cell_mode": slstm_cell_mode,
                 "dropout": dropout,
             },
         },
@@ -96,7 +96,7 @@ def xlstm_config(
 def xlstm7b_config(
     d_model: int = 4096,
     n_layers: int = 32,
-    num_heads: int = 8,
+    n_heads: int = 8,
     vocab_size: int = GPT2_VOCAB_PADDED,
     chunk_size: int = 64,
     ffn_factor: float = 2.6667,
@@ -114,12 +114,12 @@ def xlstm7b_config(
         mixer_kwargs={
             "mlstm": {
                 "variant": "7b",
-                "num_heads": num_heads,
+                "n_heads": n_heads,
                 "chunk_size": chunk_size,
                 "qk_dim_factor": qk_dim_factor,
                 "v_dim_factor": v_dim_factor,
                 "gate_soft_cap": gate_soft_cap,
-                "num_blocks": n_layers,
+                "n_blocks": n_layers,
                 "norm_eps": 1e-6,
             }
         },
@@ -138,7 +138,7 @@ def xlstm7b_config(
 def xlstm_init_(model) -> None:
     """NeurIPS / 7B initialisation of a freshly built xLSTM LanguageModel (NX-AI xlstm / Hugging Face recipes), block index aware.
 
-    Mixers re-initialise themselves with ``num_blocks`` and their ``block_idx`` (the sLSTM power-law forget
+    Mixers re-initialise themselves with ``n_blocks`` and their ``block_idx`` (the sLSTM power-law forget
     bias depends on it); FFN up-projections get small init, FFN down-projections Wang init (7B: sqrt of the
     FFN width in place of sqrt(D)); embedding and untied head N(0, 2/(5D)).
     """
@@ -147,9 +147,9 @@ def xlstm_init_(model) -> None:
     for idx, block in enumerate(model.blocks):
         mixer = block.mixer
         if hasattr(mixer, "block_idx"):
-            mixer.block_idx, mixer.num_blocks = idx, N
-        elif hasattr(mixer, "num_blocks"):
-            mixer.num_blocks = N
+            mixer.block_idx, mixer.n_blocks = idx, N
+        elif hasattr(mixer, "n_blocks"):
+            mixer.n_blocks = N
         if hasattr(mixer, "reset_parameters"):
             mixer.reset_parameters()
         mlp = getattr(block, "mlp", None)
@@ -205,14 +205,14 @@ def xlstm_tiny():
 
 @register_preset("xlstm71-tiny", "xlstm", "xLSTM[7:1] toy: D=64, 8 blocks, sLSTM at [3], byte vocab")
 def xlstm71_tiny():
-    return xlstm_config(64, 8, [3], vocab_size=256, mlstm_heads=2)
+    return xlstm_config(64, 8, [3], vocab_size=256, mlstm_n_heads=2)
 
 
 @register_preset("xlstm10-tiny", "xlstm", "xLSTM[1:0] toy: D=64, 4 mLSTM blocks, byte vocab")
 def xlstm10_tiny():
-    return xlstm_config(64, 4, (), vocab_size=256, mlstm_heads=2)
+    return xlstm_config(64, 4, (), vocab_size=256, mlstm_n_heads=2)
 
 
 @register_preset("xlstm7b-tiny", "xlstm", "7B-style toy: D=64, 2 blocks, 2 heads, byte vocab")
 def xlstm7b_tiny():
-    return xlstm7b_config(d_model=64, n_layers=2, num_heads=2, vocab_size=256, chunk_size=16)
+    return xlstm7b_config(d_model=64, n_layers=2, n_heads=2, vocab_size=256, chunk_size=16)

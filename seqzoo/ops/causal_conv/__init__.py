@@ -5,7 +5,7 @@
 The state is the last k-1 inputs ``(B, k-1, C)``; prepending it makes a split sequence equal the whole.
 ``causal_conv1d`` uses ``F.conv1d``; ``causal_conv1d_naive`` is the loop it is tested against.
 
-Implementations (``impl=``): ``"torch"`` (``torch_conv.py``, ``F.conv1d``; with ``segment_pos`` k-1 masked multiply-adds),
+Implementations (``mode=``): ``"torch"`` (``torch_conv.py``, ``F.conv1d``; with ``segment_pos`` k-1 masked multiply-adds),
 ``"naive"`` (the reference loop, ``naive.py``), ``"triton"`` (``triton.py: causal_conv1d_triton``: one fwd and one
 bwd Triton kernel, document masking exact in-kernel, fp32 accumulation) and ``"auto"`` (the default: Triton when
 the kernels switch allows it, ``seqzoo.kernels.want_triton``: by default CUDA tensors of float32/float16/bfloat16
@@ -29,7 +29,7 @@ from .common import ACTIVATIONS
 from .naive import causal_conv1d_naive
 from .torch_conv import causal_conv1d_torch
 
-IMPLS = ("auto", "torch", "naive", "triton")
+MODES = ("auto", "torch", "naive", "triton")
 
 
 def triton_fits(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
@@ -44,29 +44,29 @@ def causal_conv1d(
     bias: torch.Tensor | None = None,
     state: torch.Tensor | None = None,
     segment_pos: torch.Tensor | None = None,
-    impl: str = "auto",
+    mode: str = "auto",
     activation: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``x (B, T, C)``, ``weight (C, k)`` -> ``y (B, T, C)``, new state ``(B, k-1, C)``.
 
     ``segment_pos (B, T)`` (optional) masks taps across document starts (see the module docstring).
-    ``impl``: "auto" | "torch" | "naive" | "triton" (module docstring); ``activation``: None | "silu".
+    ``mode``: "auto" | "torch" | "naive" | "triton" (module docstring); ``activation``: None | "silu".
     """
-    if impl not in IMPLS:
-        raise InputError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {MODES}, got {mode!r}")
     if activation not in ACTIVATIONS:
         raise InputError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    if impl == "auto":
-        impl = "triton" if triton_fits(x, weight, bias, state) else "torch"
-    note_kernel("causal_conv1d", impl, x.device)
-    if impl == "triton":
+    if mode == "auto":
+        mode = "triton" if triton_fits(x, weight, bias, state) else "torch"
+    note_kernel("causal_conv1d", mode, x.device)
+    if mode == "triton":
         from .triton import causal_conv1d_triton
 
         return causal_conv1d_triton(x, weight, bias, state, segment_pos, activation=activation)
-    if impl == "naive":
+    if mode == "naive":
         return causal_conv1d_naive(x, weight, bias, state, segment_pos, activation=activation)
     y, new_state = causal_conv1d_torch(x, weight, bias, state, segment_pos)
     return (F.silu(y) if activation == "silu" else y), new_state
 
 
-__all__ = ["ACTIVATIONS", "IMPLS", "causal_conv1d", "causal_conv1d_naive", "causal_conv1d_torch", "triton_fits"]
+__all__ = ["ACTIVATIONS", "MODES", "causal_conv1d", "causal_conv1d_naive", "causal_conv1d_torch", "triton_fits"]

@@ -1,4 +1,4 @@
-"""``F.conv1d`` causal conv (the ``impl="torch"`` path); with ``segment_pos``, k-1 masked multiply-adds."""
+"""``F.conv1d`` causal conv (the ``mode="torch"`` path); with ``segment_pos``, k-1 masked multiply-adds."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Per-channel long convolution of real sequences, by FFT or by the direct sum (the reference).
 
-    y = fftconv(x, h, padding="circular" | "linear", impl="auto" | "fft" | "direct")
-    y = spectral_conv(x, H, n, impl=...)     # multiply by a given spectrum H (n//2+1 bins)
+    y = fftconv(x, h, padding="circular" | "linear", mode="auto" | "fft" | "direct")
+    y = spectral_conv(x, H, n, mode=...)     # multiply by a given spectrum H (n//2+1 bins)
 
 ``x (B, C, T)`` real, channels first; ``h (C, T)`` (one kernel per channel) or ``(B, C, T)`` (a kernel per
 sample, as Orchid's data-dependent kernel). ``padding="circular"`` is the length-T periodic convolution,
@@ -20,10 +20,10 @@ from .fft import rfft
 from .naive import dft_matrix, direct_conv, irfft_naive, rfft_naive, spectral_conv_naive
 
 PADDINGS = ("circular", "linear")
-IMPLS = ("auto", "fft", "direct")
+MODES = ("auto", "fft", "direct")
 
 __all__ = [
-    "IMPLS",
+    "MODES",
     "PADDINGS",
     "dft_matrix",
     "direct_conv",
@@ -59,11 +59,11 @@ def _check_signal(x) -> None:
         raise InputError(f"x must have at least one time step, got shape {tuple(x.shape)}")
 
 
-def fftconv(x: torch.Tensor, h: torch.Tensor, padding: str = "circular", impl: str = "auto") -> torch.Tensor:
+def fftconv(x: torch.Tensor, h: torch.Tensor, padding: str = "circular", mode: str = "auto") -> torch.Tensor:
     """Per-channel convolution of ``x (B, C, T)`` with ``h (C, T)`` or ``(B, C, T)``; returns ``(B, C, T)``."""
     _check_signal(x)
     _check_choice("padding", padding, PADDINGS)
-    _check_choice("impl", impl, IMPLS)
+    _check_choice("mode", mode, MODES)
     if not isinstance(h, torch.Tensor) or not h.is_floating_point():
         raise InputError(
             f"h must be a real floating-point tensor of shape (C, T) or (B, C, T), got "
@@ -78,19 +78,19 @@ def fftconv(x: torch.Tensor, h: torch.Tensor, padding: str = "circular", impl: s
         )
     if h.shape[-2] != C or (h.dim() == 3 and h.shape[0] != B):
         raise InputError(f"h must have shape (C={C}, T={T}) or (B={B}, C={C}, T={T}), got {tuple(h.shape)}")
-    if impl == "direct":
+    if mode == "direct":
         return _naive.direct_conv(x, h, padding)
     return _fft.fft_conv(x, h, padding)
 
 
-def spectral_conv(x: torch.Tensor, H: torch.Tensor, n: int, impl: str = "auto") -> torch.Tensor:
+def spectral_conv(x: torch.Tensor, H: torch.Tensor, n: int, mode: str = "auto") -> torch.Tensor:
     """``irfft(rfft(x, n) * H, n)[..., :T]`` with ``H (C, n//2+1)`` or ``(B, C, n//2+1)`` complex.
 
     ``n = T`` is the circular convolution with the n-periodic kernel ``irfft(H, n)``; ``n = 2T`` is the
     wrap-free (two-sided) linear one. Other n are refused.
     """
     _check_signal(x)
-    _check_choice("impl", impl, IMPLS)
+    _check_choice("mode", mode, MODES)
     B, C, T = x.shape
     if n not in (T, 2 * T):
         raise InputError(f"n (FFT size) must be T = {T} (circular) or 2T = {2 * T} (linear), got {n!r}")
@@ -99,6 +99,6 @@ def spectral_conv(x: torch.Tensor, H: torch.Tensor, n: int, impl: str = "auto") 
     F = n // 2 + 1
     if H.dim() not in (2, 3) or H.shape[-2:] != (C, F) or (H.dim() == 3 and H.shape[0] != B):
         raise InputError(f"H must have shape (C={C}, F={F}) or (B={B}, C={C}, F={F}) for n = {n}, got {tuple(H.shape)}")
-    if impl == "direct":
+    if mode == "direct":
         return _naive.spectral_conv_naive(x, H, n).to(x.dtype)
     return _fft.spectral_conv(x, H, n)

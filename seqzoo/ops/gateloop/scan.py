@@ -119,15 +119,15 @@ SCANS = {
 }
 
 
-def gateloop_scan(q, k, v, log_mag, phase=None, state=None, impl: str = "two_level"):
-    """Same inputs / outputs as ``gateloop_naive``; ``impl`` names the scan algorithm (see ``SCANS``)."""
-    if impl not in SCANS:
-        raise InputError(f"gateloop scan: impl must be one of {sorted(SCANS)}, got {impl!r}")
+def gateloop_scan(q, k, v, log_mag, phase=None, state=None, mode: str = "two_level"):
+    """Same inputs / outputs as ``gateloop_naive``; ``mode`` names the scan algorithm (see ``SCANS``)."""
+    if mode not in SCANS:
+        raise InputError(f"gateloop scan: mode must be one of {sorted(SCANS)}, got {mode!r}")
     q, k, v, log_mag, phase, state = prepare(q, k, v, log_mag, phase, state)
     a = transition(log_mag, phase)[..., None]  # (B, T, H, K, 1)
     b = (k[..., :, None] * v[..., None, :]).to(a.dtype)  # (B, T, H, K, V): k_n v_nᵀ
     if state is not None:  # fold S_0 into the first element
         b = torch.cat([a[:, :1] * state[:, None] + b[:, :1], b[:, 1:]], dim=1)
-    S_all = SCANS[impl](a, b)  # (B, T, H, K, V) complex: S_1 .. S_T
+    S_all = SCANS[mode](a, b)  # (B, T, H, K, V) complex: S_1 .. S_T
     y = torch.einsum("bthk,bthkv->bthv", q, S_all.real)  # Re(q_nᵀ S_n)
     return y, S_all[:, -1]

@@ -1,6 +1,6 @@
 """mLSTM cell ops: naive references, recurrent step loop, parallel (stable) and chunkwise forms.
 
-``mlstm(q, k, v, i, f, state=None, impl="auto")`` dispatches; ``impl="auto"`` uses the recurrent step
+``mlstm(q, k, v, i, f, state=None, mode="auto")`` dispatches; ``mode="auto"`` uses the recurrent step
 for T = 1 and otherwise the Triton chunkwise kernel (``triton.py``, forward and backward) when the kernels switch
 allows it (``seqzoo.kernels.want_triton``: CUDA by default) and the PyTorch chunkwise form when not.
 Derivations: README.md in this folder.
@@ -16,31 +16,31 @@ from .naive import mlstm_naive_parallel, mlstm_naive_recurrent
 from .parallel import mlstm_parallel, stable_forget_matrix
 from .recurrent import mlstm_recurrent, mlstm_step
 
-IMPLS = ("auto", "recurrent", "parallel", "chunkwise", "naive", "triton")
+MODES = ("auto", "recurrent", "parallel", "chunkwise", "naive", "triton")
 
 
 def mlstm(
-    q, k, v, i, f, state=None, impl: str = "auto", chunk_size: int = 64, eps: float = 1e-6, forget_gate: str = "sigmoid"
+    q, k, v, i, f, state=None, mode: str = "auto", chunk_size: int = 64, eps: float = 1e-6, forget_gate: str = "sigmoid"
 ):
     """The mLSTM cell. ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)`` gate pre-activations,
     ``state = (C (B,H,K,V), n (B,H,K), m (B,H))`` or None. Returns ``h (B, T, H, V)`` and the final state
     (float32, or float64 for float64 inputs). q is scaled by K^-1/2 inside (arXiv:2405.04517 §2.3)."""
-    if impl not in IMPLS:
-        raise InputError(f"mlstm: impl must be one of {IMPLS}, got {impl!r}")
-    if impl == "auto":
-        impl = "recurrent" if q.shape[1] == 1 else ("triton" if triton_fits(q, k, v, chunk_size) else "chunkwise")
-    note_kernel("mlstm", impl, q.device)
-    if impl == "triton":  # triton.py (Triton forward and backward)
+    if mode not in MODES:
+        raise InputError(f"mlstm: mode must be one of {MODES}, got {mode!r}")
+    if mode == "auto":
+        mode = "recurrent" if q.shape[1] == 1 else ("triton" if triton_fits(q, k, v, chunk_size) else "chunkwise")
+    note_kernel("mlstm", mode, q.device)
+    if mode == "triton":  # triton.py (Triton forward and backward)
         from .triton import mlstm_triton
 
         unfit = chunk_unfit(chunk_size)
         require(unfit is None, f"mlstm: {unfit}")
         return mlstm_triton(q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate)
-    if impl == "chunkwise":
+    if mode == "chunkwise":
         return mlstm_chunkwise(q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate)
-    if impl == "parallel":
+    if mode == "parallel":
         return mlstm_parallel(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
-    if impl == "recurrent":
+    if mode == "recurrent":
         return mlstm_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
     return mlstm_naive_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
 
@@ -53,7 +53,7 @@ def triton_fits(q, k, v, chunk_size: int) -> bool:
 
 __all__ = [
     "FORGET_GATES",
-    "IMPLS",
+    "MODES",
     "check_inputs",
     "log_forget",
     "mlstm",

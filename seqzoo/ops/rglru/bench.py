@@ -37,7 +37,7 @@ def _best(fn, repeats):
     return min(times)
 
 
-def run(B=4, T=2048, R=512, threads=1, repeats=5, seed=0, impls=("reference_loop", "naive", "scan")):
+def run(B=4, T=2048, R=512, threads=1, repeats=5, seed=0, modes=("reference_loop", "naive", "scan")):
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(B, T, R, generator=g)
@@ -49,10 +49,10 @@ def run(B=4, T=2048, R=512, threads=1, repeats=5, seed=0, impls=("reference_loop
     res = {"B": B, "T": T, "R": R, "threads": threads, "repeats": repeats}
     for label, fn in {
         "reference_loop": lambda: _scan_ref(x, gx, ga, ap, reset),
-        "naive": lambda: rglru(x, gx, ga, ap, reset, impl="naive"),
-        "scan": lambda: rglru(x, gx, ga, ap, reset, impl="scan"),
+        "naive": lambda: rglru(x, gx, ga, ap, reset, mode="naive"),
+        "scan": lambda: rglru(x, gx, ga, ap, reset, mode="scan"),
     }.items():
-        if label not in impls:
+        if label not in modes:
             continue
         with torch.no_grad():
             res[f"{label}_fwd_ms"] = round(1e3 * _best(fn, repeats), 2)
@@ -61,14 +61,14 @@ def run(B=4, T=2048, R=512, threads=1, repeats=5, seed=0, impls=("reference_loop
         def fwd_bwd(fn=label):
             y = {
                 "reference_loop": lambda: _scan_ref(xg, gx, ga, ap, reset),
-                "naive": lambda: rglru(xg, gx, ga, ap, reset, impl="naive"),
-                "scan": lambda: rglru(xg, gx, ga, ap, reset, impl="scan"),
+                "naive": lambda: rglru(xg, gx, ga, ap, reset, mode="naive"),
+                "scan": lambda: rglru(xg, gx, ga, ap, reset, mode="scan"),
             }[fn]()[0]
             y.sum().backward()
 
         res[f"{label}_fwdbwd_ms"] = round(1e3 * _best(fwd_bwd, max(2, repeats // 2)), 2)
     for base in ("reference_loop", "naive"):
-        if base in impls and "scan" in impls:
+        if base in modes and "scan" in modes:
             res[f"speedup_fwd_vs_{base}"] = round(res[f"{base}_fwd_ms"] / res["scan_fwd_ms"], 2)
             res[f"speedup_fwdbwd_vs_{base}"] = round(res[f"{base}_fwdbwd_ms"] / res["scan_fwdbwd_ms"], 2)
     return res
@@ -89,10 +89,10 @@ def main(argv=None):
     p.add_argument("--R", type=int, default=512)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--impls", default="reference_loop,naive,scan", help="comma-separated subset to time")
+    p.add_argument("--modes", default="reference_loop,naive,scan", help="comma-separated subset to time")
     p.add_argument("--out", default=None, help="write the result JSON here")
     a = p.parse_args(argv)
-    res = run(a.B, a.T, a.R, a.threads, a.repeats, impls=tuple(a.impls.split(",")))
+    res = run(a.B, a.T, a.R, a.threads, a.repeats, modes=tuple(a.modes.split(",")))
     text = json.dumps(res, indent=2)
     print(text)
     if a.out:

@@ -16,10 +16,10 @@ def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
-def linear_scan_naive(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None):
-    """``a, b (B, T, R)``, ``h0 (B, R)`` or None -> ``h (B, T, R)`` and ``h_T (B, R)``, both in the accumulation dtype."""
+def linear_scan_naive(a: torch.Tensor, b: torch.Tensor, state: torch.Tensor | None = None):
+    """``a, b (B, T, R)``, ``state (B, R)`` (h_0) or None -> ``h (B, T, R)`` and ``h_T (B, R)``, both in the accumulation dtype."""
     acc = acc_dtype(b.dtype)
-    h = b.new_zeros(b.shape[0], b.shape[2], dtype=acc) if h0 is None else h0.to(acc)
+    h = b.new_zeros(b.shape[0], b.shape[2], dtype=acc) if state is None else state.to(acc)
     out = []
     # unbind: one view per step whose backward is a single stack (indexing a[:, t] would scatter into a
     # full-size zero tensor at every step, making the backward O(T^2))
@@ -29,16 +29,16 @@ def linear_scan_naive(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None 
     return torch.stack(out, dim=1), h
 
 
-def rglru_naive(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0):
+def rglru_naive(x, gate_x, gate_a, a_param, reset=None, state=None, c: float = 8.0):
     """One loop over t of the RG-LRU.
 
     ``x (B, T, R)`` conv output; ``gate_x, gate_a (B, T, R)`` input / recurrence gate pre-activations;
     ``a_param (R)`` (the stored Λ̃, a = σ(−Λ̃)); ``reset (B, T)`` bool (segment_pos == 0) or None;
-    ``h0 (B, R)`` or None. Returns ``y (B, T, R)`` in x's dtype and ``h_T (B, R)`` in the accumulation dtype.
+    ``state (B, R)`` (h_0) or None. Returns ``y (B, T, R)`` in x's dtype and ``h_T (B, R)`` in the accumulation dtype.
     """
     acc = acc_dtype(x.dtype)
     B, T, R = x.shape
-    h = x.new_zeros(B, R, dtype=acc) if h0 is None else h0.to(acc)
+    h = x.new_zeros(B, R, dtype=acc) if state is None else state.to(acc)
     ys = []
     for t in range(T):
         i_t = torch.sigmoid(gate_x[:, t])

@@ -91,14 +91,16 @@ class _LinearScan(torch.autograd.Function):
         return da, g, dh0, None
 
 
-def linear_scan_chunked(a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None, chunk: int | None = None):
-    """``a, b (B, T, R)``, ``h0 (B, R)`` or None -> ``h (B, T, R)``, ``h_T (B, R)`` in the accumulation dtype.
+def linear_scan_chunked(
+    a: torch.Tensor, b: torch.Tensor, state: torch.Tensor | None = None, chunk_size: int | None = None
+):
+    """``a, b (B, T, R)``, ``state (B, R)`` (h_0) or None -> ``h (B, T, R)``, ``h_T (B, R)`` in the accumulation dtype.
 
-    Differentiable in a, b and h0 through a custom backward (reverse chunked scan).
+    Differentiable in a, b and state through a custom backward (reverse chunked scan).
     """
     acc = acc_dtype(b.dtype)
     a_acc = a.to(acc).contiguous()
     b_acc = b.to(acc).contiguous()
-    h0_acc = None if h0 is None else h0.to(acc).contiguous()
-    h = _LinearScan.apply(a_acc, b_acc, h0_acc, chunk)
+    h0_acc = None if state is None else state.to(acc).contiguous()
+    h = _LinearScan.apply(a_acc, b_acc, h0_acc, chunk_size)
     return h, h[:, -1]
