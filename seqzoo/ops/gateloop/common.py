@@ -118,8 +118,8 @@ def rotating_frame(q: torch.Tensor, k: torch.Tensor, phase: torch.Tensor | None,
     if phase is None:
         return q[..., None, :], k[..., None, :], None
     theta = wrap_phase(phase.double().cumsum(dim)).to(q.dtype)
-    cos, sin = torch.cos(theta), torch.sin(theta)
-    return torch.stack([q * cos, q * sin], dim=-2), torch.stack([k * cos, k * sin], dim=-2), theta
+    rot = torch.stack([torch.cos(theta), torch.sin(theta)], dim=-2)  # (..., 2, K), shared by q and k
+    return q[..., None, :] * rot, k[..., None, :] * rot, theta
 
 
 def frame_state(state: torch.Tensor | None, R: int) -> torch.Tensor | None:

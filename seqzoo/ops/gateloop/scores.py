@@ -42,12 +42,14 @@ def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, b: torch
     s = 2
     while s <= P:
         h = s // 2
-        b_s = b.reshape(*lead, P // s, 2, h, K)
-        ref = b_s[..., 0, -1:, :]  # b_{m-1}: the last prefix sum of the first half
-        row = (b_s[..., 1, :, :] - ref).to(q.dtype).exp()  # e^{Σ_{m<=j<=τ} λ_j}, τ in the second half
-        col = (ref - b_s[..., 0, :, :]).to(q.dtype).exp()  # e^{Σ_{σ<j<m} λ_j}, σ in the first half
-        qs = q.reshape(*lead, P // s, 2, h, R, K)[..., 1, :, :, :] * row[..., None, :]  # (..., P/s, h, R, K)
-        ks = k.reshape(*lead, P // s, 2, h, R, K)[..., 0, :, :, :] * col[..., None, :]
+        # unbind / split rather than indexing: their backward stacks or concatenates, where the backward of an
+        # index writes into a zero-filled full-size gradient (one per level and operand)
+        first, second = b.reshape(*lead, P // s, 2, h, K).unbind(-3)
+        ref = first.split([h - 1, 1], dim=-2)[1]  # b_{m-1}: the last prefix sum of the first half
+        row = (second - ref).to(q.dtype).exp()  # e^{Σ_{m<=j<=τ} λ_j}, τ in the second half
+        col = (ref - first).to(q.dtype).exp()  # e^{Σ_{σ<j<m} λ_j}, σ in the first half
+        qs = q.reshape(*lead, P // s, 2, h, R, K).unbind(-4)[1] * row[..., None, :]  # (..., P/s, h, R, K)
+        ks = k.reshape(*lead, P // s, 2, h, R, K).unbind(-4)[0] * col[..., None, :]
         if h <= _SMALL:
             quad = (qs[..., :, None, :, :] * ks[..., None, :, :, :]).sum((-2, -1))  # (..., P/s, h, h)
         else:
