@@ -21,7 +21,7 @@ entries before a document start zeroed) is built by torch from the last k-1 step
 ``ops.causal_conv.causal_conv1d`` builds it, and its gradient flows by autograd.
 
 Any T ≥ 1, any C, 1 ≤ k ≤ 16; float32 / float16 / bfloat16 x (weight, bias, state of any of these; fp32 math).
-Reference: ``ops.causal_conv.causal_conv1d_naive`` (tests/test_triton_conv.py).
+Reference: ``ops.causal_conv.causal_conv1d_naive`` (tests/ops/test_causal_conv.py).
 """
 
 from __future__ import annotations

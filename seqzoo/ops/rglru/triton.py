@@ -10,7 +10,7 @@ Backward: the reverse scan of the same form, tiles from the end, reverse ``tl.as
     G_t = dh_t + a_{t+1} G_{t+1}   (G_{T-1} also gets dh_T),  da_t = G_t h_{t-1},  db_t = G_t,  dh0 = a_0 G_0
 
 Any T, any R (masked), any float32/float16/bfloat16 a, b (fp32 arithmetic); h0 and the final state in fp32.
-Reference: ``seqzoo.ops.rglru.linear_scan_naive`` (tests/test_triton_kernels.py).
+Reference: ``seqzoo.ops.rglru.linear_scan_naive`` (tests/ops/test_<op>.py).
 
 ``rglru_fused_triton`` fuses the RG-LRU gates into the same single pass (4·N·s bytes forward; reference
 ``ops.rglru.rglru_naive``); ``rglru_triton`` keeps the gates as torch ops and calls the bare scan.
