@@ -26,7 +26,7 @@ from seqzoo.errors import InputError
 from seqzoo.kernels import use_kernels
 from seqzoo.ops.gateloop import MODES, gateloop, gateloop_naive
 
-# "triton" takes fp32/bf16/fp16 only; tests/test_triton_kernels.py checks it against the same loop
+# "triton" takes fp32/bf16/fp16 only; the Triton section below checks it against the same loop
 FAST = [i for i in MODES if i not in ("auto", "naive", "naive_unsafe", "triton")]
 
 
