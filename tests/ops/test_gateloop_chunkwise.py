@@ -5,6 +5,8 @@ strong decays (log|a| down to -1e4) without overflow or NaN. The hierarchical sc
 reference. Closeness: ``tests/helpers.py``.
 """
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,6 +15,7 @@ from helpers import GRAD_SCALE, assert_close
 from seqzoo.errors import InputError
 from seqzoo.mixers.gateloop_softmax import softmax_gateloop_attention
 from seqzoo.ops.gateloop.attention import gateloop_attention, relative_scores
+from seqzoo.ops.gateloop.bench import main as bench_main
 from seqzoo.ops.gateloop.chunkwise import gateloop_chunkwise
 from seqzoo.ops.gateloop.naive import gateloop_naive
 from seqzoo.ops.gateloop.scores import decayed_scores, decayed_scores_naive
@@ -152,3 +155,15 @@ def test_bad_chunk_size():
     for bad in (0, -3, 2.5, True):
         with pytest.raises(InputError, match="chunk_size"):
             gateloop_chunkwise(*args, chunk_size=bad)
+
+
+def test_op_benchmark_runs_at_tiny_size(tmp_path):
+    # plumbing only (no timing is asserted): every contender runs and every ratio is reported
+    out = tmp_path / "bench.json"
+    assert bench_main(["--B", "1", "--T", "12", "--d-model", "8", "--heads", "2", "--chunk-size", "4", "--repeats", "1",
+                 "--attention", "--out", str(out)]) == 0  # fmt: skip
+    res = json.loads(out.read_text())
+    assert set(res["fwdbwd_ms"]) == {"chunkwise", "loop", "mlstm", "attention"}
+    for key in ("loop_over_chunkwise", "chunkwise_over_mlstm", "attention_over_chunkwise"):
+        assert res[f"fwd_{key}"] > 0 and res[f"fwdbwd_{key}"] > 0
+    assert res["mlstm_shape"]["K"] == 2 * res["shape"]["K"]
