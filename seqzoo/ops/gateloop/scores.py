@@ -54,9 +54,9 @@ def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, b: torch
             quad = (qs[..., :, None, :, :] * ks[..., None, :, :, :]).sum((-2, -1))  # (..., P/s, h, h)
         else:
             quad = qs.flatten(-2) @ ks.flatten(-2).transpose(-1, -2)
-        prev = blocks.reshape(*lead, P // s, 2, h, h)
-        top = torch.cat([prev[..., 0, :, :], torch.zeros_like(quad)], dim=-1)  # (..., P/s, h, s)
-        bottom = torch.cat([quad, prev[..., 1, :, :]], dim=-1)
+        upper, lower = blocks.reshape(*lead, P // s, 2, h, h).unbind(-3)  # the two diagonal sub-blocks
+        top = torch.cat([upper, torch.zeros_like(quad)], dim=-1)  # (..., P/s, h, s)
+        bottom = torch.cat([quad, lower], dim=-1)
         blocks = torch.cat([top, bottom], dim=-2)  # (..., P/s, s, s)
         s *= 2
     return blocks.reshape(*lead, P, P)
