@@ -153,18 +153,76 @@ def _mlstm_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]
             lambda *a: mlstm_triton(*a, chunk_size=64),
             ins,
         )
-        try:
-            from mlstm_kernels.torch import get_mlstm_kernel
-
-            kern = get_mlstm_kernel("chunkwise--triton_xl_chunk")
-            bhtd = [t.transpose(1, 2).contiguous() for t in (q, k, v)] + [
-                t.transpose(1, 2).contiguous() for t in (i, f)
-            ]
-            out["mlstm_kernels triton_xl_chunk"] = (lambda *a: kern(*a, chunk_size=128), bhtd)
-        except Exception:  # not installed or another API version: skipped
-            pass
+        out.update(peer_contenders("mlstm", ins))
     else:
         out["torch per-token loop (baseline)"] = (mlstm_naive_recurrent, ins)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ peers
+# Each builder takes seqzoo's inputs (layouts and parametrisation of the seqzoo op of the same row) and returns the
+# peer's call computing the same function, outputs in seqzoo's layout: (fn, inputs) with fn(*inputs) -> output.
+# tests/test_kernels_peers.py runs them against seqzoo's naive references.
+
+
+def _peer_mlstm_kernels(q, k, v, i, f, chunk_size: int = 128):
+    """NX-AI ``mlstm_kernels`` ``chunkwise--triton_xl_chunk`` (TFLA, arXiv:2503.14376): the same mLSTM as
+    ``ops.mlstm.mlstm`` (q·k scaled by K^-1/2 inside, forget gate log σ(f), input gate exp(i), normaliser
+    max(|n·q|, e^{-m}) + 1e-6), in (B, H, T, D) layout: inputs transposed, h transposed back to (B, T, H, V)."""
+    from mlstm_kernels.torch import get_mlstm_kernel
+
+    kern = get_mlstm_kernel("chunkwise--triton_xl_chunk")
+    bhtd = [t.transpose(1, 2).contiguous() for t in (q, k, v, i, f)]
+    return (lambda *a: kern(*a, chunk_size=chunk_size).transpose(1, 2), bhtd)
+
+
+def _peer_fla_gla(q, k, v, log_a):
+    """flash-linear-attention ``chunk_gla``: same (B, T, H, D) layout and per-key-dim log decay ``g`` = log_a;
+    fla scales q by K^-1/2 by default and seqzoo's GLA (``ops/gateloop/triton.py: gla_triton``) does not:
+    ``scale=1``. Returns (o, final state): o."""
+    from fla.ops.gla import chunk_gla
+
+    return (lambda *a: chunk_gla(*a, scale=1.0)[0], [q, k, v, log_a])
+
+
+def _peer_fla_simple_gla(q, k, v, log_a):
+    """flash-linear-attention ``chunk_simple_gla``: one log decay per head and step, ``g = log_a[..., 0]``
+    (the seqzoo GLA with that decay on every key dim computes the same), ``scale=1`` as above."""
+    from fla.ops.simple_gla import chunk_simple_gla
+
+    return (
+        lambda q_, k_, v_, g_: chunk_simple_gla(q_, k_, v_, g_, scale=1.0)[0],
+        [q, k, v, log_a[..., 0].contiguous()],
+    )
+
+
+def _peer_dao_conv(x, w, b):
+    """Dao-AILab ``causal-conv1d`` ``causal_conv1d_fn(x (B, C, T), weight (C, k), bias)``: seqzoo's (B, T, C) input
+    transposed (channel-last strides, which it takes), output transposed back; no activation."""
+    from causal_conv1d import causal_conv1d_fn
+
+    return (lambda x_, w_, b_: causal_conv1d_fn(x_.transpose(1, 2), w_, b_).transpose(1, 2), [x, w, b])
+
+
+PEERS: dict[str, dict[str, Callable]] = {
+    "mlstm": {"mlstm_kernels triton_xl_chunk": _peer_mlstm_kernels},
+    "gla": {"fla chunk_gla": _peer_fla_gla, "fla chunk_simple_gla": _peer_fla_simple_gla},
+    "conv": {"causal-conv1d (Dao)": _peer_dao_conv},
+}
+
+
+def peer_contenders(op: str, ins: list, **kwargs) -> dict[str, tuple | str]:
+    """The peer kernels of ``op`` built from seqzoo's inputs ``ins``: name -> (fn, inputs), or a string when a
+    peer cannot be built: ``"not installed: ..."`` (ImportError) or the error (any other exception). The sweep
+    records a string as a row with that error and goes on; errors while running land in the row the same way."""
+    out: dict[str, tuple | str] = {}
+    for name, build in PEERS[op].items():
+        try:
+            out[name] = build(*ins, **kwargs)
+        except ImportError as e:
+            out[name] = f"not installed: {e}"
+        except Exception as e:  # an API the call site does not match: a row with the error
+            out[name] = f"{type(e).__name__}: {str(e)[:200]}"
     return out
 
 
@@ -191,17 +249,7 @@ def _gla_contenders(B, T, H, K, V, dev, dtype, cuda: bool) -> dict[str, tuple]:
         from ..ops.gateloop.triton import gla_triton
 
         out["seqzoo triton"] = (lambda *a: gla_triton(*a), ins)
-        try:
-            from fla.ops.gla import chunk_gla
-            from fla.ops.simple_gla import chunk_simple_gla
-
-            out["fla chunk_gla"] = (lambda *a: chunk_gla(*a), ins)
-            out["fla chunk_simple_gla"] = (
-                lambda q_, k_, v_, g_: chunk_simple_gla(q_, k_, v_, g_),
-                [q, k, v, log_a[..., 0].contiguous()],
-            )
-        except Exception:
-            pass
+        out.update(peer_contenders("gla", ins))
     else:
         out["torch per-token loop (baseline)"] = (gateloop_naive, ins)
     return out
@@ -252,12 +300,7 @@ def _conv_contenders(B, T, C, dev, dtype, cuda: bool, k: int = 4) -> dict[str, t
     out: dict[str, tuple] = {"torch F.conv1d": (lambda *a: causal_conv1d(*a, mode="torch"), ins)}
     if cuda:
         out["seqzoo triton"] = (lambda *a: causal_conv1d(*a, mode="triton"), ins)
-        try:  # Dao-AILab causal-conv1d, (B, C, T) with channel-last strides; written from its docs, not run here
-            from causal_conv1d import causal_conv1d_fn
-
-            out["causal-conv1d (Dao)"] = (lambda x_, w_, b_: causal_conv1d_fn(x_.transpose(1, 2), w_, b_), ins)
-        except Exception:
-            pass
+        out.update(peer_contenders("conv", ins))
     else:
         out["torch per-tap sum (baseline)"] = (causal_conv1d_naive, ins)
     return out
@@ -326,15 +369,18 @@ def run_kernel_bench(
             return
         contenders = build()  # tensors are allocated only for the ops that run
         if cuda:
-            for name, (fn, ins) in contenders.items():
-                fwd, fwdbwd = _fwd_bwd(fn, ins)
+            for name, built in contenders.items():
                 row = {"op": op, **shape, "impl": name}
+                if isinstance(built, str):  # a peer that could not be built: its row says why
+                    rows.append({**row, "fwd_ms": None, "fwdbwd_ms": None, "error": built})
+                    continue
+                fwd, fwdbwd = _fwd_bwd(*built)
                 for key, clos in (("fwd_ms", fwd), ("fwdbwd_ms", fwdbwd)):
                     try:
                         row[key] = _time_once(clos) if smoke else _time_cuda(clos)
                     except Exception as e:  # OOM or unsupported shape: recorded, the sweep goes on
                         row[key] = None
-                        row["error"] = f"{type(e).__name__}: {str(e)[:160]}"
+                        row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
                 for key, bound in bounds.items():
                     ms = row.get(key.replace("bound_", "") + "_ms")
                     row[key] = bound
