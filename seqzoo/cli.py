@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import InputError, TrainingDivergedError
 
 EPILOG = """examples:
   seqzoo zoo                                     # every seed system on the quick probe suite: report.html
@@ -483,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as e:  # refused input: one line, exit 2; any other exception is a bug and keeps its traceback
         print(f"seqzoo {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except TrainingDivergedError as e:  # valid input, failed optimisation: one line, exit 3, last checkpoint kept
+        print(f"seqzoo {args.command}: training diverged: {e}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -26,3 +26,9 @@ def require(condition: bool, message: str) -> None:
     """Raise :class:`InputError` with ``message`` unless ``condition`` holds."""
     if not condition:
         raise InputError(message)
+
+
+class TrainingDivergedError(FloatingPointError):
+    """The training loss became NaN or infinite. Raised at once, before that step is logged or checkpointed: the
+    run folder keeps its last good checkpoint and holds no non-finite result. The CLI prints it as one line with
+    exit code 3 (not 2: the input was valid, the optimisation was not)."""

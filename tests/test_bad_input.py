@@ -50,6 +50,7 @@ CASES = [
     (["bench", "--mixers", "attention", "--lengths", "-16", "--out", OUT], "lengths"),
     (["experiment", "no-such-experiment", "--out", OUT], "no-such-experiment"),
     (["experiment", "griffin-mqar", "--set", "stepz=3", "--out", OUT], "stepz"),
+    (["experiment", "kernels-bench", "--set", "n_heads=0", "--set", "lengths=16", "--out", OUT], "n_heads"),
     (["convert", "no/such/folder", "--out", OUT], "no/such/folder"),
     (["kernels", "check", "--targets", "sm_12", "--out", OUT], "sm_12"),
 ]
@@ -119,3 +120,15 @@ def test_number_of_cases_in_docs():
     """docs/foundation.md states how many bad-input cases the table tries."""
     text = (Path(__file__).resolve().parents[1] / "docs" / "foundation.md").read_text()
     assert f"{len(CASES)} bad-input cases" in text
+
+
+def test_cpu_kernel_bench_uses_the_shapes_it_is_given(tmp_path):
+    """The CPU kernel benchmark replaced --tokens/--n-heads/--dk/--dv by its own small shapes without a word."""
+    from seqzoo.bench.kernels import run_kernel_bench
+
+    rows = run_kernel_bench(
+        "cpu", tmp_path, [16], tokens=32, n_heads=3, dk=8, dv=4, rounds=1, plot=False, ops=("mlstm",)
+    )
+    assert rows and all((r["B"], r["H"], r["Dk"], r["Dv"]) == (2, 3, 8, 4) for r in rows)
+    default = run_kernel_bench("cpu", tmp_path / "d", [16], rounds=1, plot=False, ops=("mlstm",))
+    assert all((r["B"], r["H"], r["Dk"], r["Dv"]) == (1, 2, 32, 32) for r in default)  # CPU defaults when unset

@@ -151,9 +151,14 @@ def test_decode_state_is_bounded():
 @torch.no_grad()
 def test_softcap_and_embedding_scale():
     m = tiny("griffin-tiny", logit_softcap=2.0, embed_scale=3.0)
+    uncapped = tiny("griffin-tiny", logit_softcap=None, embed_scale=3.0)
+    m.embed.weight.data.mul_(40.0)  # raw logits well past the cap, so the bound below says something
+    uncapped.load_state_dict(m.state_dict())
     ids = torch.randint(0, 64, (1, 7))
-    out = m(ids)
-    assert float(out.logits.abs().max()) < 2.0
+    out, raw = m(ids).logits, uncapped(ids).logits
+    assert float(raw.abs().max()) > 4.0  # the uncapped model breaks the bound ...
+    assert float(out.abs().max()) <= 2.0  # ... the capped one keeps it,
+    torch.testing.assert_close(out, 2.0 * torch.tanh(raw / 2.0))  # by exactly cap * tanh(logits / cap)
     x = m.embed_tokens(ids)
     assert torch.equal(x, m.embed(ids) * 3.0)
     assert m.lm_head.weight is m.embed.weight

@@ -18,8 +18,9 @@ def tiny(pattern=("attention",), **kw):
         d_model=32,
         n_layers=3,
         pattern=list(pattern),
-        mixer_kwargs={"attention": {"n_heads": 4}, "local_attention": {"n_heads": 4, "window": 4}},
     )
+    kwargs = {"attention": {"n_heads": 4}, "local_attention": {"n_heads": 4, "window": 4}}
+    cfg["mixer_kwargs"] = {name: kwargs[name] for name in pattern if name in kwargs}
     cfg.update(kw)
     torch.manual_seed(0)
     return LanguageModel(ModelConfig(**cfg)).eval()

@@ -149,5 +149,8 @@ def test_orchid_images_through_the_sweep(tmp_path):
     assert [r["model"] for r in rows] == ["orchid", "attention"] and all(len(r["curve"]) == 1 for r in rows)
     # attention's MLP is widened to Orchid's parameter count (within one MLP unit per block)
     assert rows[1]["mlp_hidden"] is not None and abs(rows[1]["params"] - rows[0]["params"]) < 0.05 * rows[0]["params"]
-    assert summary["orchid"]["accuracies"] == [rows[0]["valid_accuracy"]]
+    assert summary["orchid"]["accuracies"] == [rows[0]["test_accuracy"]]  # the summary is on the test split
+    assert summary["orchid"]["valid_accuracies"] == [rows[0]["valid_accuracy"]]
+    done = json.loads((tmp_path / "runs" / rows[0]["run"] / "done.json").read_text())
+    assert done["metrics"]["test_samples"] == 360  # the whole digits test split, none of it seen in training
     assert all((tmp_path / "runs" / r["run"] / "done.json").is_file() for r in rows)

@@ -5,6 +5,7 @@ import torch
 
 import seqzoo
 from seqzoo.blocks.orchid import BlockDiagonalLinear
+from seqzoo.errors import InputError, MissingFileError
 from seqzoo.models.presets.orchid import orchid_ar_config, orchid_bert_config
 from seqzoo.tasks import IGNORE_INDEX, build_task
 
@@ -91,7 +92,48 @@ def test_digits_task():
     x, y = task.build(40, seed=0)
     assert x.shape == (40, 64) and y.shape == (40,) and x.dtype == torch.long
     assert int(x.max()) <= 16 and int(x.min()) >= 0 and int(y.max()) <= 9
-    assert task.split_size("train") == 1437 and task.split_size("valid") == 360
+    sizes = {split: task.split_size(split) for split in ("train", "valid", "test")}
+    assert sizes == {"train": 1293, "valid": 144, "test": 360}
+    from seqzoo.tasks.images import digits_split_indices
+
+    idx = {k: set(v.tolist()) for k, v in digits_split_indices().items()}
+    assert not (idx["train"] & idx["valid"]) and not (idx["train"] & idx["test"]) and not (idx["valid"] & idx["test"])
+    assert idx["train"] | idx["valid"] | idx["test"] == set(range(1797))
+
+
+def _write_idx(path, array):
+    import gzip
+    import struct
+
+    header = struct.pack(">HBB", 0, 0x08, array.dim()) + struct.pack(">" + "I" * array.dim(), *array.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + bytes(array.flatten().tolist()))
+
+
+def test_fashion_mnist_reader_on_generated_idx_files(tmp_path):
+    """The IDX gzip reader and the splits, on 24 train / 6 test 28x28 images written here (pixel = image index)."""
+    train = torch.arange(24).view(24, 1, 1).expand(24, 28, 28).to(torch.uint8)
+    test = (100 + torch.arange(6)).view(6, 1, 1).expand(6, 28, 28).to(torch.uint8)
+    _write_idx(tmp_path / "train-images-idx3-ubyte.gz", train)
+    _write_idx(tmp_path / "train-labels-idx1-ubyte.gz", (torch.arange(24) % 10).to(torch.uint8))
+    _write_idx(tmp_path / "t10k-images-idx3-ubyte.gz", test)
+    _write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", (torch.arange(6) % 10).to(torch.uint8))
+    task = build_task("fashion-mnist", path=str(tmp_path))
+    assert {s: task.split_size(s) for s in ("train", "valid", "test")} == {"train": 22, "valid": 2, "test": 6}
+    x, y = task.build(22, seed=0, split="train")
+    assert x.shape == (22, 784) and x.dtype == torch.long
+    assert torch.equal(x[:, 0], x[:, 783]) and torch.equal(y, x[:, 0] % 10)  # rows intact, labels aligned
+    assert sorted(x[:, 0].tolist()) == list(range(22))  # the first 22 images, each once
+    xv, _ = task.build(2, seed=0, split="valid")
+    assert sorted(xv[:, 0].tolist()) == [22, 23]
+    xt, yt = task.build(6, seed=0, split="test")
+    assert sorted(xt[:, 0].tolist()) == list(range(100, 106)) and torch.equal(yt, (xt[:, 0] - 100) % 10)
+
+    _write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", torch.zeros(5, dtype=torch.uint8))  # one label short
+    with pytest.raises(InputError, match="6 t10k images but 5 labels"):
+        build_task("fashion-mnist", path=str(tmp_path)).build(2, seed=0, split="test")
+    with pytest.raises(MissingFileError, match="Fashion-MNIST IDX files not found"):
+        build_task("fashion-mnist", path=str(tmp_path / "absent")).build(2, seed=0)
 
 
 def test_fashion_mnist_task_if_installed():

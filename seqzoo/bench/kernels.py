@@ -317,10 +317,10 @@ def run_kernel_bench(
     device: str | None = None,
     out_dir: str | Path = "results/kernels",
     lengths: list[int] | None = None,
-    tokens: int = 65536,
-    n_heads: int = 16,
-    dk: int = 128,
-    dv: int = 256,
+    tokens: int | None = None,
+    n_heads: int | None = None,
+    dk: int | None = None,
+    dv: int | None = None,
     gpu: str = "H100",
     dtype: str | None = None,
     rounds: int = 3,
@@ -331,11 +331,16 @@ def run_kernel_bench(
 ) -> list[dict[str, Any]]:
     """Run the benchmark and write results; returns the rows. See the module docstring.
 
+    ``tokens`` (B·T per point), ``n_heads``, ``dk``, ``dv``: the shapes; unset, GPU mode takes TFLA's (65,536 tokens,
+    16 heads, 128, 256) and CPU mode small ones (max(lengths) tokens, 2 heads, 32, 32). Set values are used as given.
     ``threads``: CPU threads (default 1: on a shared 2-core box two threads are often 10-20x slower).
     ``ops``: subset of ``OPS`` to run.
     ``smoke``: run the GPU code path (Triton contenders, roofline columns) on CPU under TRITON_INTERPRET=1 at the
     given (tiny) shapes with a single untimed-quality call per point: checks the plumbing, its times mean nothing.
     """
+    for name, value in (("tokens", tokens), ("n_heads", n_heads), ("dk", dk), ("dv", dv), ("rounds", rounds)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise InputError(f"{name} must be a positive int, got {value!r}")
     bad = [op for op in ops if op not in OPS]
     if bad:
         raise InputError(f"unknown ops {bad}; choose from {OPS}")
@@ -357,10 +362,15 @@ def run_kernel_bench(
     s = torch.finfo(dt).bits // 8
     if smoke:
         lengths = lengths or [16, 32]
-    if not cuda:  # small shapes; ratios only
+    if not cuda:  # small shapes by default; ratios only
         lengths = lengths or [128, 256, 512, 1024]
-        tokens, n_heads, dk, dv = max(lengths), 2, 32, 32
+        defaults = (max(lengths), 2, 32, 32)
+    else:
+        defaults = (65536, 16, 128, 256)
+    tokens, n_heads, dk, dv = (given or default for given, default in zip((tokens, n_heads, dk, dv), defaults))
     lengths = lengths or [1024, 2048, 4096, 8192, 16384, 32768, 65536]
+    if any(T < 1 for T in lengths):
+        raise InputError(f"lengths must be positive, got {lengths}")
     dev = torch.device(device)
     rows: list[dict[str, Any]] = []
 
@@ -538,10 +548,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="CPU threads")
     p.add_argument("--ops", default=",".join(OPS), help="comma-separated subset of " + ",".join(OPS))
     p.add_argument("--smoke", action="store_true", help="GPU code path on CPU under TRITON_INTERPRET=1 (plumbing only)")
-    p.add_argument("--tokens", type=int, default=65536)
-    p.add_argument("--n-heads", type=int, default=16)
-    p.add_argument("--dk", type=int, default=128)
-    p.add_argument("--dv", type=int, default=256)
+    shapes = "default: GPU 65536 / 16 / 128 / 256 (TFLA's shapes); CPU max(lengths) / 2 / 32 / 32"
+    p.add_argument("--tokens", type=int, default=None, help="B*T per point; " + shapes)
+    p.add_argument("--n-heads", type=int, default=None)
+    p.add_argument("--dk", type=int, default=None)
+    p.add_argument("--dv", type=int, default=None)
     a = p.parse_args(argv)
     lengths = [int(x) for x in a.lengths.split(",")] if a.lengths else None
     rows = run_kernel_bench(

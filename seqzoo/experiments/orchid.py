@@ -53,9 +53,10 @@ def _train_settings(steps: int, batch_size: int, lr: float, eval_every: int, eva
     }
 
 
-def _spec(labels: dict, builder: str, args: dict, task: dict, train: dict) -> RunSpec:
+def _spec(labels: dict, builder: str, args: dict, task: dict, train: dict, eval: dict | None = None) -> RunSpec:
     model = {"builder": f"seqzoo.experiments.orchid:{builder}", "args": args}
-    return RunSpec(FN, {"seed": int(labels["seed"]), "model": model, "task": task, "train": train}, labels)
+    config = {"seed": int(labels["seed"]), "model": model, "task": task, "train": train}
+    return RunSpec(FN, {**config, "eval": eval} if eval else config, labels)
 
 
 def _result(record: dict) -> dict[str, Any]:
@@ -68,6 +69,7 @@ def _result(record: dict) -> dict[str, Any]:
         "time_s": m["train_s"],
         "curve": [(p[0], p[2]) for p in m["valid_curve"]],
         "run": record["key"],
+        **{k: m[k] for k in ("test_accuracy", "test_loss") if k in m},
     }
 
 
@@ -283,6 +285,7 @@ def orchid_images(
             {"mixer": m, "patch": patch, "d_model": d_model, "n_layers": n_layers, "mlp_hidden": hidden[m]},
             {"name": task},
             train,
+            eval={"test": True},  # valid (carved from training images) is what training reports; test is apart
         )
         for s in seeds
         for m in models
@@ -290,11 +293,13 @@ def orchid_images(
     rows = [{**r["labels"], **_result(r)} for r in run_specs(out, specs, int(procs))]
     write_rows(out, rows)
     summary: dict[str, Any] = {}
-    for m in models:
-        accs = [r["valid_accuracy"] for r in rows if r["model"] == m]
+    for m in models:  # the summary is on the test split; valid (what training watched) is kept beside it
+        accs = [r["test_accuracy"] for r in rows if r["model"] == m]
+        valid = [r["valid_accuracy"] for r in rows if r["model"] == m]
         summary[m] = {
             "mean_accuracy": sum(accs) / len(accs),
             "accuracies": accs,
+            "valid_accuracies": valid,
             "params": next(r["params"] for r in rows if r["model"] == m),
         }
     if "orchid" in summary and "long_conv" in summary:
@@ -305,7 +310,7 @@ def orchid_images(
 
 
 def _plot_images(out: Path, rows: list[dict]) -> None:
-    _plot_curves(out / "image_curves.png", rows, f"{rows[0]['task']}, patch {rows[0]['patch']}", "test accuracy")
+    _plot_curves(out / "image_curves.png", rows, f"{rows[0]['task']}, patch {rows[0]['patch']}", "valid accuracy")
 
 
 def _plot_curves(path: Path, rows: list[dict], title: str, ylabel: str) -> None:

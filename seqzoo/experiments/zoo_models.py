@@ -111,8 +111,6 @@ def model_spec(name: str, vocab_size: int, d_model: int, n_layers: int, seq_len:
 
         d_rnn = max(16, (4 * d_model // 3) // 16 * 16)
         cfg = griffin_config(name, vocab_size, d_model, d_rnn, n_layers, 4, n_blocks=4, window=window)
-        if name == "griffin" and n_layers < 3:
-            cfg = cfg.replace(pattern=["rglru", "local_attention"])
         if name == "griffin":  # its local MQA has RoPE: the zoo's base (see the module docstring)
             kw = {
                 **cfg.mixer_kwargs,

@@ -11,6 +11,7 @@ work, resolves ``mode=None`` through ``default_mode`` and keeps the registry.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -41,6 +42,12 @@ def build_mixer(name: str, d_model: int, **kwargs: Any) -> Mixer:
     if name not in MIXERS:
         raise InputError(f"unknown mixer {name!r}; registered mixers: {sorted(MIXERS)}")
     kwargs = upgrade_kwargs(name, kwargs, f"build_mixer({name!r})")  # renamed keys: new names, FutureWarning
+    params = inspect.signature(MIXERS[name].__init__).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(kwargs) - set(params))
+        if unknown:  # named here: Python's own TypeError would not say which mixer or what it takes
+            known = sorted(k for k in params if k not in ("self", "d_model"))
+            raise InputError(f"mixer {name!r} has no argument(s) {unknown}; its arguments: {known}")
     return MIXERS[name](d_model=d_model, **kwargs)
 
 

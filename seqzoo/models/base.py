@@ -12,7 +12,7 @@ from torch import nn
 
 from ..blocks import BLOCKS, make_norm
 from ..errors import InputError, MissingFileError
-from .config import ModelConfig
+from .config import ModelConfig, drop_unused_mixer_settings
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -162,7 +162,7 @@ class SeqzooModel(nn.Module):
         if cls.model_type != "base" and model_type != cls.model_type:
             raise InputError(f"{directory} holds a {model_type!r} model, not a {cls.model_type!r}")
         target = cls if cls.model_type != "base" else MODEL_TYPES[model_type]
-        model = target(ModelConfig.from_dict({**meta, **overrides}))
+        model = target(ModelConfig.from_dict(drop_unused_mixer_settings({**meta, **overrides}, str(cfg_path))))
         if w_path.is_file():
             load_model(model, str(w_path), strict=True, device=str(map_location))
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,17 @@ class ModelConfig:
             raise InputError("ModelConfig.readd_positions needs max_positions (the embeddings to re-add)")
         if not 0.0 <= self.dropout < 1.0:
             raise InputError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
+        used = set(self.layer_mixers())
+        for name in ("mixer_kwargs", "block_kwargs"):
+            per_mixer = getattr(self, name)
+            if not isinstance(per_mixer, dict) or not all(isinstance(v, dict) for v in per_mixer.values()):
+                raise InputError(f"ModelConfig.{name} must map mixer names to dicts of arguments, got {per_mixer!r}")
+            unused = sorted(set(per_mixer) - used)
+            if unused:  # settings for a mixer no layer uses would be silently ignored
+                raise InputError(
+                    f"ModelConfig.{name} has settings for {unused}, which no layer uses; the layers use "
+                    f"{sorted(used)} (pattern over n_layers={self.n_layers})"
+                )
 
     def layer_mixers(self) -> list[str]:
         """The mixer name of each layer: ``pattern`` repeated and truncated to ``n_layers``."""
@@ -110,3 +122,27 @@ class ModelConfig:
 
     def replace(self, **changes: Any) -> ModelConfig:
         return self.from_dict({**self.to_dict(), **changes})
+
+
+def drop_unused_mixer_settings(saved: dict[str, Any], source: str) -> dict[str, Any]:
+    """A saved config from before unused per-mixer settings were refused (e.g. xLSTM[1:0] files carried ``slstm``
+    settings): drop those entries with a warning. They never reached a layer, so the model is unchanged."""
+    defaults = ModelConfig()
+    pattern = saved.get("pattern", defaults.pattern)
+    pattern = [pattern] if isinstance(pattern, str) else list(pattern or [])
+    n_layers = saved.get("n_layers", defaults.n_layers)
+    if not pattern or not isinstance(n_layers, int) or n_layers <= 0:
+        return saved  # invalid: ModelConfig's validation names the field
+    used = {pattern[i % len(pattern)] for i in range(n_layers)}
+    out = dict(saved)
+    for name in ("mixer_kwargs", "block_kwargs"):
+        per_mixer = saved.get(name)
+        if isinstance(per_mixer, dict) and set(per_mixer) - used:
+            warnings.warn(
+                f"{source}: {name} for {sorted(set(per_mixer) - used)} is ignored (no layer uses them); "
+                "saving the model again writes the config without them",
+                FutureWarning,
+                stacklevel=3,
+            )
+            out[name] = {k: v for k, v in per_mixer.items() if k in used}
+    return out

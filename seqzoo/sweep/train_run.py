@@ -11,7 +11,8 @@
   the loss per position (``bins`` bins) in the longest windows: tasks with ``windows()`` (text);
   ``{"task_lengths": [...], "samples": N}``: the task rebuilt with each ``seq_len`` (synthetic probes trained short
   and tested longer), held-out loss and accuracy on ``N`` samples of each: ``acc_by_length`` ([L, loss, accuracy]);
-  ``{"difficulty": {...}}`` is only a label.
+  ``{"test": true}``: loss and accuracy on the task's whole ``test`` split (tasks with fixed splits, e.g. images):
+  ``test_loss``, ``test_accuracy``, ``test_samples``; ``{"difficulty": {...}}`` is only a label.
 
 Experiments that need their own evaluation call :func:`fit` (seed, build, train or resume) from their own run
 function and evaluate the model it returns.
@@ -122,7 +123,21 @@ def train_run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         metrics["acc_by_length"] = task_length_eval(
             model, config, list(ev["task_lengths"]), int(ev.get("samples", 256))
         )
+    if ev.get("test"):
+        metrics.update(evaluate_test_split(model, task, int(config["seed"])))
     return metrics
+
+
+def evaluate_test_split(model, task, seed: int) -> dict[str, float]:
+    """Loss and accuracy on the task's whole ``test`` split (kept apart from ``valid``, which training reports)."""
+    from ..errors import InputError
+    from ..eval import evaluate
+
+    if not hasattr(task, "split_size"):
+        raise InputError(f"eval.test: task {task.name!r} has no fixed test split")
+    xs, ys = task.build(task.split_size("test"), seed, "test")
+    m = evaluate(model, xs, ys, batch_size=64, kind=getattr(task, "kind", "lm"))
+    return {"test_loss": m["loss"], "test_accuracy": m["accuracy"], "test_samples": int(xs.shape[0])}
 
 
 def _num_parameters(model, exclude_embeddings: bool = False) -> int:

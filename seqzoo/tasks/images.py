@@ -6,14 +6,16 @@ Images are returned as integer gray levels flattened in raster order, ``inputs (
 or read lazily: ``digits`` needs ``pip install scikit-learn`` (the CSV ships in the wheel), ``fashion-mnist``
 the Debian package ``dataset-fashion-mnist`` (or ``path=`` to a folder with the four IDX gzip files).
 
-Splits: digits is split once, stratified 80/20 with split seed 0 (``split="train"`` / ``"valid"``/``"test"``
-= the 20 %); Fashion-MNIST uses its own 60k/10k split, with the last 5k training images as ``valid``.
+Splits (disjoint): digits is split once, stratified with split seed 0, into ``test`` (20 %, 360 images) and the
+rest, of which a stratified 10 % (144 images) is ``valid`` and the remaining 1,293 are ``train``; Fashion-MNIST uses
+its own 60k/10k train/test split, with the last twelfth of the training images (5k of 60k) as ``valid``.
 ``build(n, seed, split)`` returns n rows drawn (with a seeded permutation, cycling if n exceeds the split).
 """
 
 from __future__ import annotations
 
 import gzip
+import math
 import struct
 from functools import lru_cache
 from pathlib import Path
@@ -26,19 +28,31 @@ from .base import Task, register_task, split_seed
 FASHION_DIRS = ("/usr/share/dataset-fashion-mnist", "/usr/share/fashion-mnist", "/usr/share/datasets/fashion-mnist")
 
 
-@lru_cache(maxsize=1)
-def load_digits_split() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def _digits():
     try:
         from sklearn.datasets import load_digits
-        from sklearn.model_selection import train_test_split
     except ImportError as e:  # optional dependency
         raise ImportError("the 'digits' task needs scikit-learn: pip install scikit-learn") from e
-    d = load_digits()
+    return load_digits()
+
+
+@lru_cache(maxsize=1)
+def digits_split_indices() -> dict[str, torch.Tensor]:
+    """Row indices of each digits split: stratified 20 % test, then 10 % of the rest valid (split seed 0)."""
+    from sklearn.model_selection import train_test_split
+
+    target = _digits().target
+    rest, test = train_test_split(range(len(target)), test_size=0.2, stratify=target, random_state=0)
+    train, valid = train_test_split(rest, test_size=0.1, stratify=target[rest], random_state=0)
+    return {name: torch.as_tensor(idx) for name, idx in (("train", train), ("valid", valid), ("test", test))}
+
+
+@lru_cache(maxsize=1)
+def load_digits_split() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    d = _digits()
     x = torch.as_tensor(d.data, dtype=torch.long)  # (1797, 64) gray levels 0..16
     y = torch.as_tensor(d.target, dtype=torch.long)
-    idx_tr, idx_te = train_test_split(torch.arange(len(y)).numpy(), test_size=0.2, stratify=d.target, random_state=0)
-    tr, te = torch.as_tensor(idx_tr), torch.as_tensor(idx_te)
-    return {"train": (x[tr], y[tr]), "valid": (x[te], y[te]), "test": (x[te], y[te])}
+    return {name: (x[idx], y[idx]) for name, idx in digits_split_indices().items()}
 
 
 def _read_idx(path: Path) -> torch.Tensor:
@@ -48,6 +62,8 @@ def _read_idx(path: Path) -> torch.Tensor:
     if zero != 0 or dtype != 0x08:
         raise InputError(f"{path} is not an unsigned-byte IDX file")
     shape = struct.unpack(">" + "I" * ndim, data[4 : 4 + 4 * ndim])
+    if len(data) - 4 - 4 * ndim != math.prod(shape):
+        raise InputError(f"{path}: the IDX header says shape {shape}, the file holds {len(data) - 4 - 4 * ndim} bytes")
     return torch.frombuffer(bytearray(data[4 + 4 * ndim :]), dtype=torch.uint8).reshape(shape).long()
 
 
@@ -118,5 +134,13 @@ class FashionMNIST(_ImageTask):
             ytr = _read_idx(d / "train-labels-idx1-ubyte.gz")
             xte = _read_idx(d / "t10k-images-idx3-ubyte.gz").reshape(-1, 784)
             yte = _read_idx(d / "t10k-labels-idx1-ubyte.gz")
-            self._cache = {"train": (xtr[:55000], ytr[:55000]), "valid": (xtr[55000:], ytr[55000:]), "test": (xte, yte)}
+            for images, labels, kind in ((xtr, ytr, "train"), (xte, yte, "t10k")):
+                if images.shape[0] != labels.shape[0]:
+                    raise InputError(f"{d}: {images.shape[0]} {kind} images but {labels.shape[0]} labels")
+            n_train = xtr.shape[0] - xtr.shape[0] // 12  # 55k of the official 60k
+            self._cache = {
+                "train": (xtr[:n_train], ytr[:n_train]),
+                "valid": (xtr[n_train:], ytr[n_train:]),
+                "test": (xte, yte),
+            }
         return self._cache

@@ -42,6 +42,14 @@ def save_checkpoint(path: Path, model, optimizer, step: int, main: bool) -> None
         dist.barrier()
 
 
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Delete temporaries a killed save left beside ``path`` (``checkpoint.tmp<pid>``); the renamed file is whole."""
+    stale = sorted(path.parent.glob(path.with_suffix(".tmp*").name))
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
 def load_checkpoint(path: Path, model) -> dict:
     """Load the model weights (before any wrapping) and return the rest of the checkpoint."""
     state = torch.load(path, map_location="cpu", weights_only=False)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import InputError
+from ..errors import InputError, TrainingDivergedError
 from ..tasks.base import IGNORE_INDEX
 
 
@@ -162,7 +162,7 @@ def train_curriculum(
             opt.step()
             global_step += 1
             if not math.isfinite(loss_value):
-                raise FloatingPointError(f"loss became {loss_value} at stage N={N}, step {step + 1}")
+                raise TrainingDivergedError(f"loss became {loss_value} at stage N={N}, step {step + 1}")
             if (step + 1) % 10 == 0:
                 log(
                     {

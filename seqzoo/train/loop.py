@@ -18,10 +18,17 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..errors import InputError
+from ..errors import InputError, TrainingDivergedError
 from ..eval.evaluate import evaluate, forward_logits, scored_loss_sum
 from ..tasks.base import IGNORE_INDEX, Task
-from .checkpoint import CHECKPOINT_NAME, export_model, load_checkpoint, load_optimizer_state, save_checkpoint
+from .checkpoint import (
+    CHECKPOINT_NAME,
+    export_model,
+    load_checkpoint,
+    load_optimizer_state,
+    remove_stale_temporaries,
+    save_checkpoint,
+)
 from .config import TrainConfig
 from .distributed import (
     all_reduce_mean,
@@ -181,6 +188,7 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
         start_step = resume_state["step"]
     if out is not None and main:
         out.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(ckpt_path)
         for name, content in run_files.items():
             (out / name).write_text(json.dumps(content, indent=2, default=str) + "\n")
     train_model = wrap_model(model, kind, device) if kind != "none" else model
@@ -242,8 +250,16 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
             grad_norm = float(torch.nn.utils.clip_grad_norm_(train_model.parameters(), cfg.grad_clip))
         optimizer.step()
         loss_value = all_reduce_mean(step_loss, device) * world_size / max(1, n_scored)
-        if not math.isfinite(loss_value):
-            raise FloatingPointError(f"training loss became {loss_value} at step {step + 1}")
+        if not math.isfinite(loss_value):  # before the step is logged or checkpointed: the last good one stays
+            kept = (
+                f"; the last good checkpoint stays in {ckpt_path}"
+                if ckpt_path is not None and ckpt_path.exists()
+                else ""
+            )
+            raise TrainingDivergedError(
+                f"training loss became {loss_value} at step {step + 1} (lr {lr:.3g}){kept}; nothing was written "
+                "for this step. Lower the learning rate, add warmup or gradient clipping, or use fp32"
+            )
         done = step + 1
         if done % cfg.log_every == 0 or done == cfg.steps:
             log.write(

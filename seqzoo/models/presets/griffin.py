@@ -38,8 +38,13 @@ def griffin_config(
     rope_fraction: float = 0.5,
     a_init: str = "code",
 ) -> ModelConfig:
-    """``kind``: ``"griffin"`` (rglru, rglru, local_attention)*, ``"hawk"`` (all rglru) or ``"mqa"`` (global MQA)."""
-    pattern = {"griffin": GRIFFIN_PATTERN, "hawk": ["rglru"], "mqa": ["attention"]}
+    """``kind``: ``"griffin"`` (rglru, rglru, local_attention)*, ``"hawk"`` (all rglru) or ``"mqa"`` (global MQA).
+
+    A Griffin of fewer than 3 layers alternates (rglru, local_attention): the 3-period pattern truncated to 2 layers
+    would have no attention layer at all, i.e. be a Hawk.
+    """
+    griffin_pattern = GRIFFIN_PATTERN if n_layers >= len(GRIFFIN_PATTERN) else ["rglru", "local_attention"]
+    pattern = {"griffin": griffin_pattern, "hawk": ["rglru"], "mqa": ["attention"]}
     if kind not in pattern:
         raise InputError(f"kind must be one of {sorted(pattern)}, got {kind!r}")
     head_dim = head_dim or d_model // n_heads

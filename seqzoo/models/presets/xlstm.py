@@ -56,31 +56,40 @@ def xlstm_config(
     if any(i < 0 or i >= n_layers for i in slstm_at):
         raise InputError(f"slstm_at must hold block indices in [0, {n_layers}), got {slstm_at}")
     pattern = ["slstm" if i in slstm_at else "mlstm" for i in range(n_layers)]
+    used = set(pattern)  # settings only for the block kinds the stack has (ModelConfig refuses the others)
     return ModelConfig(
         vocab_size=vocab_size,
         d_model=d_model,
         n_layers=n_layers,
         pattern=pattern,
         mixer_kwargs={
-            "mlstm": {
-                "n_heads": mlstm_n_heads,
-                "chunk_size": chunk_size,
-                "conv_kernel": conv_kernel,
-                "n_blocks": n_layers,
-                "dropout": dropout,
-                **mlstm_kwargs,
-            },
-            "slstm": {
-                "n_heads": slstm_n_heads,
-                "conv_kernel": conv_kernel,
-                "n_blocks": n_layers,
-                "cell_mode": slstm_cell_mode,
-                "dropout": dropout,
-            },
+            k: v
+            for k, v in {
+                "mlstm": {
+                    "n_heads": mlstm_n_heads,
+                    "chunk_size": chunk_size,
+                    "conv_kernel": conv_kernel,
+                    "n_blocks": n_layers,
+                    "dropout": dropout,
+                    **mlstm_kwargs,
+                },
+                "slstm": {
+                    "n_heads": slstm_n_heads,
+                    "conv_kernel": conv_kernel,
+                    "n_blocks": n_layers,
+                    "cell_mode": slstm_cell_mode,
+                    "dropout": dropout,
+                },
+            }.items()
+            if k in used
         },
         block_kwargs={
-            "mlstm": {"mlp": "none"},
-            "slstm": {"mlp": "geglu", "mlp_hidden": _round_up(ffn_factor * d_model)},
+            k: v
+            for k, v in {
+                "mlstm": {"mlp": "none"},
+                "slstm": {"mlp": "geglu", "mlp_hidden": _round_up(ffn_factor * d_model)},
+            }.items()
+            if k in used
         },
         norm="layernorm_nobias",
         norm_eps=1e-5,
