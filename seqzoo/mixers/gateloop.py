@@ -220,7 +220,7 @@ class GateLoop(Mixer):
         q, k, v, log_mag, theta = self.head_inputs(x)
         impl = self._impl(mode)
         # the chunkwise mode runs the Triton kernel (with this chunk_size) where the kernels switch allows it
-        if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size):
+        if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size, state):
             impl = "triton"
         y, new_state = gateloop(q, k, v, log_mag, theta, state, mode=impl, chunk_size=self.chunk_size)
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)  # (B, T, d_v)

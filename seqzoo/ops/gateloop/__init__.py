@@ -63,7 +63,7 @@ def gateloop(q, k, v, log_mag, phase=None, state=None, mode: str = "auto", chunk
     B, T, H, K, V = check_inputs(q, k, v, log_mag, phase, state)
     auto = mode == "auto"
     mode = resolve_mode(T, K, V, mode)
-    if mode == "chunkwise" and auto and triton_fits(q, k, v, log_mag, phase, chunk_size):
+    if mode == "chunkwise" and auto and triton_fits(q, k, v, log_mag, phase, chunk_size, state):
         mode = "triton"
     note_kernel("gateloop", mode, q.device)
     with torch.autocast(device_type=q.device.type, enabled=False):
@@ -84,10 +84,18 @@ def gateloop(q, k, v, log_mag, phase=None, state=None, mode: str = "auto", chunk
         return gateloop_chunkwise(q, k, v, log_mag, phase, state, chunk_size=chunk_size)
 
 
-def triton_fits(q, k, v, log_mag, phase=None, chunk_size: int = 64) -> bool:
+def triton_fits(q, k, v, log_mag, phase=None, chunk_size: int = 64, state=None) -> bool:
     """Should the chunkwise GateLoop run the Triton kernel (``seqzoo.kernels.want_triton``: the kernels switch,
-    the device, float32/float16/bfloat16 inputs, a power-of-two chunk >= 16)."""
-    return want_triton("gateloop", q.device, float_unfit(q, k, v, log_mag, phase) or chunk_unfit(chunk_size))
+    the device, float32/float16/bfloat16 inputs, a power-of-two chunk >= 16, and sizes at which every kernel has
+    an autotune config that fits this GPU without spilling: ``triton.py: shape_unfit``, else the PyTorch path,
+    logged once)."""
+
+    def shape():
+        from .triton import shape_unfit
+
+        return shape_unfit(q, v, phase, state, chunk_size)
+
+    return want_triton("gateloop", q.device, float_unfit(q, k, v, log_mag, phase) or chunk_unfit(chunk_size), shape)
 
 
 __all__ = [

@@ -28,7 +28,9 @@ def mlstm(
     if mode not in MODES:
         raise InputError(f"mlstm: mode must be one of {MODES}, got {mode!r}")
     if mode == "auto":
-        mode = "recurrent" if q.shape[1] == 1 else ("triton" if triton_fits(q, k, v, chunk_size) else "chunkwise")
+        mode = (
+            "recurrent" if q.shape[1] == 1 else ("triton" if triton_fits(q, k, v, chunk_size, state) else "chunkwise")
+        )
     note_kernel("mlstm", mode, q.device)
     if mode == "triton":  # triton.py (Triton forward and backward)
         from .triton import mlstm_triton
@@ -45,10 +47,18 @@ def mlstm(
     return mlstm_naive_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
 
 
-def triton_fits(q, k, v, chunk_size: int) -> bool:
+def triton_fits(q, k, v, chunk_size: int, state=None) -> bool:
     """Should the chunkwise mLSTM run the Triton kernel (``seqzoo.kernels.want_triton``: the kernels switch,
-    the device, float32/float16/bfloat16 inputs, a power-of-two chunk >= 16)."""
-    return want_triton("mlstm", q.device, float_unfit(q, k, v) or chunk_unfit(chunk_size))
+    the device, float32/float16/bfloat16 inputs, a power-of-two chunk >= 16, and head dims at which every kernel
+    has an autotune config that fits this GPU without spilling: ``triton.py: shape_unfit``; e.g. head dim 1024
+    does not, and takes the PyTorch chunkwise path, logged once)."""
+
+    def shape():
+        from .triton import shape_unfit
+
+        return shape_unfit(q, k, v, chunk_size, state)
+
+    return want_triton("mlstm", q.device, float_unfit(q, k, v) or chunk_unfit(chunk_size), shape)
 
 
 __all__ = [
