@@ -64,6 +64,7 @@ def test_train_twice_in_two_processes_is_bit_identical(tmp_path):
     fa = _strip(json.loads((tmp_path / "a" / "final.json").read_text()))
     fb = _strip(json.loads((tmp_path / "b" / "final.json").read_text()))
     assert fa == fb and "valid_loss" in fa
+    assert fa["determinism"].startswith("bitwise")  # the run records which reproducibility it has (CPU: bitwise)
 
 
 def test_zoo_twice_in_two_processes_is_bit_identical(tmp_path):

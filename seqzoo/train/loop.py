@@ -145,6 +145,16 @@ def check_resume(out: Path, cfg: TrainConfig, task: Task, model) -> None:
         )
 
 
+def determinism_note(device: torch.device, world_size: int) -> str:
+    """What a rerun of the same command and seed reproduces, written into ``final.json``."""
+    if device.type == "cpu" and world_size == 1:
+        return "bitwise: same seed and command give identical metrics on CPU (tests/test_reproducibility.py)"
+    return (
+        f"not bitwise on {device.type} with {world_size} process(es): GPU kernels (cuBLAS/SDPA backward, autotuned "
+        "Triton configs) and collective reductions may sum in another order; expect differences at float precision"
+    )
+
+
 def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]:
     """Train ``model`` on ``task``; returns the final metrics. Writes files to ``cfg.out_dir`` when set."""
     cfg = cfg or TrainConfig()
@@ -286,6 +296,7 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
         "train_loss": loss_value,
         "time_s": round(time.time() - t0, 3),
         "params": unwrap(model).num_parameters() if hasattr(unwrap(model), "num_parameters") else None,
+        "determinism": determinism_note(device, world_size),
     }
     if stop_at == cfg.steps:
         last_eval = run_eval(cfg.steps)
