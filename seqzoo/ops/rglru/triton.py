@@ -158,35 +158,35 @@ class LinearScanTriton(torch.autograd.Function):
 
 
 def linear_scan_triton(
-    a: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None = None, out_dtype: torch.dtype | None = torch.float32
+    a: torch.Tensor, b: torch.Tensor, state: torch.Tensor | None = None, out_dtype: torch.dtype | None = torch.float32
 ):
-    """``a, b (B, T, R)``, ``h0 (B, R)`` or None -> ``h (B, T, R)`` in ``out_dtype`` (default fp32, as
+    """``a, b (B, T, R)``, ``state (B, R)`` or None -> ``h (B, T, R)`` in ``out_dtype`` (default fp32, as
     ``ops.rglru.linear_scan``; pass the activation dtype to halve the write traffic) and ``h_T (B, R)`` fp32.
 
-    Differentiable in a, b and h0. With a 16-bit ``out_dtype`` the backward reads h_{t-1} rounded to that dtype.
+    Differentiable in a, b and state. With a 16-bit ``out_dtype`` the backward reads h_{t-1} rounded to that dtype.
     """
     if a.shape != b.shape or b.dim() != 3:
         raise InputError(f"a and b must both have shape (B, T, R), got {tuple(a.shape)} and {tuple(b.shape)}")
     if b.shape[1] == 0:
         raise InputError("a, b must have at least one time step (T >= 1)")
     check_float("a", a), check_float("b", b)
-    if h0 is not None:
-        if h0.shape != (b.shape[0], b.shape[2]):
-            raise InputError(f"h0 must have shape ({b.shape[0]}, {b.shape[2]}), got {tuple(h0.shape)}")
-        h0 = h0.float().contiguous()
+    if state is not None:
+        if state.shape != (b.shape[0], b.shape[2]):
+            raise InputError(f"state must have shape ({b.shape[0]}, {b.shape[2]}), got {tuple(state.shape)}")
+        state = state.float().contiguous()
     out_dtype = out_dtype or torch.float32
-    h, hT = LinearScanTriton.apply(a.contiguous(), b.contiguous(), h0, out_dtype)
+    h, hT = LinearScanTriton.apply(a.contiguous(), b.contiguous(), state, out_dtype)
     return h, hT
 
 
-def rglru_triton(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0):
+def rglru_triton(x, gate_x, gate_a, a_param, reset=None, state=None, c: float = 8.0):
     """RG-LRU with the gates in torch (``ops.rglru.rglru_gates``) and the scan in Triton; same contract as
     ``ops.rglru.rglru`` (y in x's dtype, h_T fp32). ``rglru_fused_triton`` is the fused one-pass version."""
 
     if x.dim() != 3:
         raise InputError(f"x must have shape (B, T, R), got {tuple(x.shape)}")
     a, b = rglru_gates(x, gate_x, gate_a, a_param, reset, c)
-    return linear_scan_triton(a, b, h0, out_dtype=x.dtype)
+    return linear_scan_triton(a, b, state, out_dtype=x.dtype)
 
 
 # ------------------------------------------------------------------------------------------------ fused RG-LRU
@@ -399,24 +399,24 @@ class RGLRUFusedTriton(torch.autograd.Function):
         return dx, dgx, dga, da_param, None, (dh0 if h0 is not None else None), None
 
 
-def rglru_fused_triton(x, gate_x, gate_a, a_param, reset=None, h0=None, c: float = 8.0):
+def rglru_fused_triton(x, gate_x, gate_a, a_param, reset=None, state=None, c: float = 8.0):
     """Fused RG-LRU: gates, decay, sqrt-normalised input and the scan in one pass (reads x and two gate
     pre-activations, writes y: 4·N·s bytes); backward is one reverse pass with the gate chain rule.
 
     Same contract as ``ops.rglru.rglru``: ``x, gate_x, gate_a (B, T, R)``, ``a_param (R)``, ``reset (B, T)`` bool,
-    ``h0 (B, R)`` -> ``y (B, T, R)`` in x's dtype, ``h_T (B, R)`` fp32. Gate math in fp32 whatever the input dtype
+    ``state (B, R)`` -> ``y (B, T, R)`` in x's dtype, ``h_T (B, R)`` fp32. Gate math in fp32 whatever the input dtype
     (the torch reference does it in the activation dtype). The backward reads h_{t-1} from y (x's dtype).
     """
 
     check_rglru_inputs(x, gate_x, gate_a, a_param, reset)
     if x.shape[1] == 0:
         raise InputError("x must have at least one time step")
-    if h0 is not None and h0.shape != (x.shape[0], x.shape[2]):
-        raise InputError(f"h0 must have shape ({x.shape[0]}, {x.shape[2]}), got {tuple(h0.shape)}")
+    if state is not None and state.shape != (x.shape[0], x.shape[2]):
+        raise InputError(f"state must have shape ({x.shape[0]}, {x.shape[2]}), got {tuple(state.shape)}")
     for name, t in (("x", x), ("gate_x", gate_x), ("gate_a", gate_a), ("a_param", a_param)):
         check_float(name, t)
     rs = None if reset is None else reset.to(torch.uint8).contiguous()
-    h0 = None if h0 is None else h0.float().contiguous()
+    state = None if state is None else state.float().contiguous()
     return RGLRUFusedTriton.apply(
-        x.contiguous(), gate_x.contiguous(), gate_a.contiguous(), a_param.contiguous(), rs, h0, c
+        x.contiguous(), gate_x.contiguous(), gate_a.contiguous(), a_param.contiguous(), rs, state, c
     )
