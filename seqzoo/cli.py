@@ -436,7 +436,7 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--lengths",
         help="comma-separated sequence lengths (default: 256,512,1024,2048 for mixers; "
-        "models: 128,256,512,1024 at --size small, 2048,4096,8192,16384 at --size 125m)",
+        "models: 128,256,512,1024 at --size small, 1024,4096 at --size 10m, 2048,4096,8192,16384 at --size 125m)",
     )
     s.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (models on CUDA: bf16 autocast)")
     s.add_argument("--threads", type=int, help="torch CPU threads per measurement (models suite default: 1)")

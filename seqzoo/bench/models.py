@@ -8,20 +8,29 @@ every context length T, one point is a few **training steps** of the trainer (``
 * ``tokens_per_s`` = tokens per step / median step time, and ``step_ms``;
 * ``peak_mem_mb`` = peak memory during the steps above what the model and batch held before the first step
   (gradients, AdamW moments, activations), and ``total_peak_mb`` (the absolute peak: CUDA
-  ``max_memory_allocated``, CPU the process's peak resident set).
+  ``max_memory_allocated``, CPU the process's peak resident set);
+* the distance to the matmul bound: ``model_flops_per_token`` (matmul FLOPs of a training step per token,
+  analytic from the config: ``bench/flops.py: model_flops``, causal attention counted at T/2 keys per query),
+  ``gemm_gflops`` (best-of-5 ``(4096 × d) · (d × 4d)`` matmul in the same process after the steps, same
+  threads: ``flops.py: gemm_gflops``), ``model_gflops_per_s`` = model_flops_per_token × tokens_per_s and
+  ``matmul_fraction`` = model_gflops_per_s ÷ gemm_gflops (1 = the step runs at the machine's own GEMM rate).
 
 A second set of points measures **decoding** after a context of L tokens with ``bench/decode.py``
-(``decode_point``): median ms per decoded token (batch 1) and the bytes of the carried state.
+(``decode_point``): median ms per decoded token (batch 1) and the bytes of the carried state; per family the
+flatness of ms/token over L (max ÷ min: ``decode_flatness``).
 
 Every figure is also given as ``<field>_ratio`` to the transformer at the same T, measured in the same run.
 On CPU each point runs in a fresh process (``python -m seqzoo.bench.models --point '<json>'``, 1 torch thread) so
 the peak resident set is that point's own, and a point that runs past ``timeout`` is recorded as an error. On
 CUDA the points run in this process under bf16 autocast, timed with CUDA events.
 
-Sizes: ``small`` (CPU: d_model 64, 4 layers / 8 xLSTM blocks, byte vocab) and ``125m`` (GPU: d_model 768,
-12 layers / 24 xLSTM blocks, GPT-2 vocab padded to 50304, tied embeddings; parameter counts in config.json).
+Sizes: ``small`` (CPU: d_model 64, 4 layers / 8 xLSTM blocks, byte vocab), ``10m`` (CPU: d_model 256, byte
+vocab, the depth of each family chosen so that its total parameter count, tied embedding included, is within
+~5 % of 10M: ``DEPTHS``) and ``125m`` (GPU: d_model 768, 12 layers / 24 xLSTM blocks, GPT-2 vocab padded to
+50304, tied embeddings). Parameter counts (total and non-embedding) are written to config.json.
 
     python -m seqzoo.bench.models --out results/bench-models                          # CPU, small, T 128..1024
+    python -m seqzoo.bench.models --size 10m --out results/bench-models-10m          # CPU, ~10M, T 1024, 4096
     python -m seqzoo.bench.models --device cuda --out results/bench-models-125m       # GPU, 125M, T 2k..16k
 """
 
@@ -46,6 +55,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..errors import InputError
+from .flops import model_flops
 from .table import markdown_table
 
 FAMILIES: dict[str, str] = {
@@ -57,17 +67,41 @@ FAMILIES: dict[str, str] = {
     "griffin": "Griffin",
 }
 BASELINE = "transformer"
-SIZES = ("small", "125m")
+SIZES = ("small", "10m", "125m")
 # d_model, layers (xLSTM stacks have twice as many blocks: its blocks have no separate MLP), vocab, local window
 SHAPES: dict[str, dict[str, int]] = {
     "small": {"d_model": 64, "n_layers": 4, "vocab_size": 256, "window": 128},
+    "10m": {"d_model": 256, "n_layers": 12, "vocab_size": 256, "window": 1024},
     "125m": {"d_model": 768, "n_layers": 12, "vocab_size": 50304, "window": 1024},
+}
+# per-family depth where the families' layers differ in size too much for one depth: total parameters at d_model
+# 256 (tests/test_bench_models.py checks 10M ± 5 %): transformer 10.30M, GateLoop 10.33M, xLSTM 24 blocks
+# (sLSTM at the paper's blocks 3 and 20 for [7:1]) 10.04M / 10.06M, Hawk 9.76M, Griffin 10.14M (4 × rglru, rglru,
+# local attention); the byte embedding is 65,536 of them
+DEPTHS: dict[str, dict[str, int]] = {
+    "10m": {"transformer": 13, "gateloop": 12, "xlstm10": 12, "xlstm71": 12, "hawk": 11, "griffin": 12},
 }
 DEFAULTS: dict[str, dict[str, Any]] = {  # per size: lengths, token budget per step, steps
     "small": {"lengths": [128, 256, 512, 1024], "tokens": 2048, "steps": 3, "warmup": 1, "decode_steps": 20},
+    "10m": {
+        "lengths": [1024, 4096],
+        "decode_lengths": [1024, 2048, 4096, 8192],
+        "tokens": 8192,
+        "steps": 3,
+        "warmup": 1,
+        "decode_steps": 20,
+    },
     "125m": {"lengths": [2048, 4096, 8192, 16384], "tokens": 32768, "steps": 10, "warmup": 3, "decode_steps": 50},
 }
-TRAIN_FIELDS = ("tokens_per_s", "step_ms", "peak_mem_mb", "total_peak_mb")
+TRAIN_FIELDS = (
+    "tokens_per_s",
+    "step_ms",
+    "peak_mem_mb",
+    "total_peak_mb",
+    "model_flops_per_token",
+    "model_gflops_per_s",
+    "matmul_fraction",
+)
 DECODE_FIELDS = ("ms_per_token", "state_mb")
 COLUMNS = (
     "bench",
@@ -77,6 +111,7 @@ COLUMNS = (
     "tokens_per_step",
     "params",
     *TRAIN_FIELDS,
+    "gemm_gflops",
     *DECODE_FIELDS,
     *(f"{f}_ratio" for f in TRAIN_FIELDS + DECODE_FIELDS),
     "error",
@@ -96,8 +131,9 @@ def family_config(family: str, size: str = "small", **shape: int):
     GELU MLP ×4 with biases, transition projections with their own lr / no weight decay (Table 4). xLSTM: the
     NeurIPS stacks of ``xlstm10-125m`` / ``xlstm71-125m`` (2 × n_layers blocks, 4 heads; [7:1] puts sLSTM at the
     paper's blocks 3 and 20 for 24 blocks, else at every 8th block from 3). Hawk / Griffin: the Griffin paper's
-    100M shape (D_RNN = 4/3 D, MQA heads of 128, 16 gate blocks, window 1024; at small sizes heads of 16,
-    4 gate blocks).
+    100M shape (D_RNN = 4/3 D, MQA heads of 128, 16 gate blocks, window 1024; at d_model 256..511 heads of 64,
+    16 gate blocks; below, heads of 16, 4 gate blocks). ``n_layers`` defaults to the family's ``DEPTHS`` entry
+    where the size has one, else to the size's.
     """
     from ..models.config import ModelConfig
     from ..models.presets.gateloop import gateloop_config
@@ -110,7 +146,8 @@ def family_config(family: str, size: str = "small", **shape: int):
     unknown = set(shape) - set(SHAPES[size])
     if unknown:
         raise InputError(f"unknown shape override(s) {sorted(unknown)}; known: {sorted(SHAPES[size])}")
-    s = {**SHAPES[size], **{k: int(v) for k, v in shape.items()}}
+    depth = DEPTHS.get(size, {}).get(family)
+    s = {**SHAPES[size], **({"n_layers": depth} if depth else {}), **{k: int(v) for k, v in shape.items()}}
     for k, v in s.items():
         if v <= 0:
             raise InputError(f"{k} must be a positive int, got {v}")
@@ -138,8 +175,8 @@ def family_config(family: str, size: str = "small", **shape: int):
         if family == "xlstm71":
             at = list(SLSTM_AT_24) if n == 24 else [i for i in range(n) if i % 8 == 3] or [n - 1]
         return xlstm_config(D, n, at, vocab_size=V, mlstm_n_heads=4, slstm_n_heads=4).replace(tie_embeddings=True)
-    hd = 128 if D >= 512 else 16
-    nb = 16 if D >= 512 else 4
+    hd = 128 if D >= 512 else 64 if D >= 256 else 16
+    nb = 16 if D >= 256 else 4
     return griffin_config(
         family, V, D, _round_up(4 * D / 3, nb), L, max(1, D // hd), head_dim=hd, n_blocks=nb, window=W
     )
@@ -208,6 +245,7 @@ def train_point(
     from ..models.lm import LanguageModel
     from ..train.config import TrainConfig
     from ..train.optim import build_optimizer
+    from .flops import gemm_gflops
 
     if threads:
         torch.set_num_threads(int(threads))
@@ -273,7 +311,22 @@ def train_point(
     elif measure_memory:
         out["peak_mem_mb"] = max(0.0, _rss_mb() - base)
         out["total_peak_mb"] = _rss_mb()
+    # after the memory readings: the calibration's own buffers must not count as the step's peak
+    out.update(
+        matmul_bound(model_flops(cfg, T)["train_per_token"], out["tokens_per_s"], gemm_gflops(cfg.d_model, device))
+    )
     return out
+
+
+def matmul_bound(flops_per_token: float, tokens_per_s: float, gemm: float) -> dict[str, float]:
+    """The step's model FLOP/s and its fraction of the GEMM rate ``gemm`` (GFLOP/s) measured in the same process."""
+    gflops = flops_per_token * tokens_per_s / 1e9
+    return {
+        "model_flops_per_token": flops_per_token,
+        "gemm_gflops": gemm,
+        "model_gflops_per_s": gflops,
+        "matmul_fraction": gflops / gemm,
+    }
 
 
 def decode_bench_point(
@@ -361,7 +414,8 @@ def run_model_bench(
     """Training throughput / peak memory and decode latency / state size of each family vs context length.
 
     ``size`` defaults to "small" on CPU and "125m" on CUDA; ``lengths``, ``tokens`` (per step), ``steps``,
-    ``warmup``, ``decode_steps`` default per size (``DEFAULTS``); ``decode_lengths`` default to ``lengths``.
+    ``warmup``, ``decode_steps`` default per size (``DEFAULTS``); ``decode_lengths`` default to the size's
+    (10m: 1024..8192) when ``lengths`` is not given, else to ``lengths``.
     ``isolate`` (default: on CPU) runs each point in a fresh process; in-process CPU points report no memory.
     ``shape`` overrides d_model / n_layers / vocab_size / window of the size (tests use tiny shapes).
     """
@@ -379,7 +433,10 @@ def run_model_bench(
         raise InputError(f"size: unknown size {size!r}; choose one of {list(SIZES)}")
     d = DEFAULTS[size]
     Ts = _check_lengths(parse_list(lengths, "lengths") or d["lengths"], "lengths")
-    Ls = _check_lengths(parse_list(decode_lengths, "decode_lengths") or Ts, "decode_lengths")
+    Ls = _check_lengths(
+        parse_list(decode_lengths, "decode_lengths") or (d.get("decode_lengths") if lengths is None else None) or Ts,
+        "decode_lengths",
+    )
     tokens = d["tokens"] if tokens is None else tokens
     steps = d["steps"] if steps is None else steps
     warmup = d["warmup"] if warmup is None else warmup
@@ -449,6 +506,7 @@ def run_model_bench(
         row.update(res)
         rows.append(row)
     add_ratios(rows)
+    flatness = decode_flatness(rows)
     if out_dir is not None:
         meta = {
             "suite": "models",
@@ -477,7 +535,21 @@ def run_model_bench(
             ),
             "optimizer": "trainer's AdamW (train/optim.py: build_optimizer, TrainConfig defaults, "
             "grad_clip 1.0), forward_logits + scored_loss_sum",
-            "families": {f: {"label": FAMILIES[f], "params": params[f], "config": configs[f].to_dict()} for f in fams},
+            "families": {
+                f: {
+                    "label": FAMILIES[f],
+                    "params": params[f],
+                    "non_embedding_params": params[f] - configs[f].vocab_size * configs[f].d_model,
+                    "n_layers": configs[f].n_layers,
+                    "model_flops_per_token": {T: model_flops(configs[f], T)["train_per_token"] for T in Ts},
+                    "config": configs[f].to_dict(),
+                }
+                for f in fams
+            },
+            "model_flops": "matmul FLOPs of a training step per token (forward x 3), analytic: bench/flops.py",
+            "gemm": "best of 5 (4096 x d_model) @ (d_model x 4 d_model) matmuls in each point's process, "
+            "same threads, after its steps (fp32 CPU, bf16 CUDA): bench/flops.py: gemm_gflops",
+            "decode_flatness": flatness,
             "configs_125m": configs_125m(),
             "environment": environment(threads),
         }
@@ -527,6 +599,29 @@ def add_ratios(rows: list[dict[str, Any]], baseline: str = BASELINE) -> None:
                 r[f"{f}_ratio"] = r[f] / b[f]
 
 
+def decode_flatness(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per family: decode ms/token at its shortest and longest context, min / max over L and ``max_over_min``."""
+    out: dict[str, dict[str, Any]] = {}
+    for fam in dict.fromkeys(r["family"] for r in rows):
+        pts = sorted(
+            (r["T"], r["ms_per_token"])
+            for r in rows
+            if r["family"] == fam and r["bench"] == "decode" and r.get("ms_per_token") is not None
+        )
+        if len(pts) < 2:
+            continue
+        ms = [v for _, v in pts]
+        out[fam] = {
+            "lengths": [t for t, _ in pts],
+            "ms_first": ms[0],
+            "ms_last": ms[-1],
+            "min_ms": min(ms),
+            "max_ms": max(ms),
+            "max_over_min": max(ms) / min(ms) if min(ms) > 0 else math.inf,
+        }
+    return out
+
+
 def write_results(rows: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -> None:
     from ..plots import plot_models
 
@@ -534,7 +629,12 @@ def write_results(rows: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
     (out / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
     (out / "models.json").write_text(
         json.dumps(
-            {"meta": {k: v for k, v in meta.items() if k not in ("families", "configs_125m")}, "rows": rows}, indent=2
+            {
+                "meta": {k: v for k, v in meta.items() if k not in ("families", "configs_125m")},
+                "decode_flatness": meta.get("decode_flatness", {}),
+                "rows": rows,
+            },
+            indent=2,
         )
         + "\n"
     )
@@ -567,8 +667,14 @@ def format_model_table(rows: list[dict[str, Any]]) -> str:
                 ("step ms", "step_ms", "{:.1f}"),
                 ("tokens/s", "tokens_per_s", "{:.0f}"),
                 ("peak MB", "peak_mem_mb", "{:.1f}"),
+                ("FLOP/token", "model_flops_per_token", "{:.3g}"),
+                ("model GFLOP/s", "model_gflops_per_s", "{:.3g}"),
+                ("GEMM GFLOP/s", "gemm_gflops", "{:.3g}"),
+                ("matmul fraction", "matmul_fraction", "{:.3f}"),
                 ("tokens/s ÷ transformer", "tokens_per_s_ratio", "{:.2f}"),
                 ("peak MB ÷ transformer", "peak_mem_mb_ratio", "{:.2f}"),
+                ("FLOP/token ÷ transformer", "model_flops_per_token_ratio", "{:.2f}"),
+                ("matmul fraction ÷ transformer", "matmul_fraction_ratio", "{:.2f}"),
             ],
         )
     dec = [r for r in rows if r["bench"] == "decode"]
@@ -585,6 +691,14 @@ def format_model_table(rows: list[dict[str, Any]]) -> str:
                 ("state ÷ transformer", "state_mb_ratio", "{:.3g}"),
             ],
         )
+    flat = decode_flatness(rows)
+    if flat:
+        out += ["", "| family | contexts | ms/token (first → last) | max ÷ min over contexts |", "|---|---|---|---|"]
+        for fam, f in flat.items():
+            out.append(
+                f"| {FAMILIES.get(fam, fam)} | {f['lengths'][0]}..{f['lengths'][-1]} | "
+                f"{f['ms_first']:.3f} → {f['ms_last']:.3f} | {f['max_over_min']:.2f} |"
+            )
     return "\n".join(out)
 
 
@@ -600,14 +714,16 @@ def add_arguments(p: argparse.ArgumentParser, lengths_help: str = "") -> None:
     p.add_argument(
         "--size",
         choices=SIZES,
-        help="model size: 'small' (default on CPU: d_model 64, 4 layers) or "
+        help="model size: 'small' (default on CPU: d_model 64, 4 layers), '10m' (CPU: d_model 256, each family's "
+        "depth for ~10M parameters; T 1024,4096, decode 1024..8192) or "
         "'125m' (default on CUDA: d_model 768, 12 layers / 24 xLSTM blocks, ~125M parameters)",
     )
     p.add_argument(
         "--tokens",
         type=int,
         help="token budget per training step: batch = tokens // T "
-        f"(default {DEFAULTS['small']['tokens']} small, {DEFAULTS['125m']['tokens']} 125m)",
+        f"(default {DEFAULTS['small']['tokens']} small, {DEFAULTS['10m']['tokens']} 10m, "
+        f"{DEFAULTS['125m']['tokens']} 125m)",
     )
     p.add_argument(
         "--steps",
@@ -622,7 +738,9 @@ def add_arguments(p: argparse.ArgumentParser, lengths_help: str = "") -> None:
         f"(default {DEFAULTS['small']['warmup']} small, {DEFAULTS['125m']['warmup']} 125m)",
     )
     p.add_argument(
-        "--decode-lengths", help="comma-separated context lengths for the decode points (default: the training lengths)"
+        "--decode-lengths",
+        help="comma-separated context lengths for the decode points (default: 1024,2048,4096,8192 for 10m "
+        "without --lengths, else the training lengths)",
     )
     p.add_argument(
         "--decode-steps",
@@ -672,7 +790,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--point", help=argparse.SUPPRESS)  # internal: one measurement in this fresh process
     p.add_argument(
         "--lengths",
-        help="comma-separated training context lengths T (default: 128,256,512,1024 small; 2048,4096,8192,16384 125m)",
+        help="comma-separated training context lengths T "
+        "(default: 128,256,512,1024 small; 1024,4096 10m; 2048,4096,8192,16384 125m)",
     )
     add_arguments(p)
     p.add_argument("--no-train", action="store_true", help="decode points only")
