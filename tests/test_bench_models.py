@@ -2,15 +2,20 @@
 
 import csv
 import json
+import math
 
 import pytest
 import torch
 
 from seqzoo.bench.decode import state_bytes, states_at
+from seqzoo.bench.flops import model_flops
 from seqzoo.bench.models import (
     BASELINE,
+    DECODE_FIELDS,
     FAMILIES,
+    TRAIN_FIELDS,
     count_params,
+    decode_flatness,
     family_config,
     format_model_table,
     run_model_bench,
@@ -81,7 +86,98 @@ def test_files_are_written(tiny_run):
     assert set(cfg["families"]) == set(FAMILIES) and set(cfg["configs_125m"]) == set(FAMILIES)
     assert all(v["params"] > 0 for v in cfg["configs_125m"].values())
     assert (out / "models.png").stat().st_size > 1000
-    assert "xLSTM[7:1]" in format_model_table(rows)
+    table = format_model_table(rows)
+    assert "xLSTM[7:1]" in table and "matmul fraction ÷ transformer" in table and "max ÷ min" in table
+    fams = cfg["families"]
+    assert all(fams[f]["non_embedding_params"] == fams[f]["params"] - 256 * 16 for f in FAMILIES)
+    tf = family_config("transformer", "small", **TINY)
+    assert fams["transformer"]["model_flops_per_token"] == {
+        str(T): model_flops(tf, T)["train_per_token"] for T in (16, 32)
+    }
+    assert set(data["decode_flatness"]) == set(FAMILIES) == set(cfg["decode_flatness"])
+
+
+def test_ci_smoke_small_size_every_field_finite(tmp_path):
+    """CI regression guard (issue #16): the suite's code path at the real small size on tiny lengths; every family
+    has every figure finite and every ratio column. No timing asserts (timings of a shared CI machine mean nothing).
+    In-process CPU points read no memory (the fresh-process test below covers peak_mem_mb / total_peak_mb)."""
+    rows = run_model_bench(
+        size="small",
+        lengths=[32, 64],
+        tokens=64,
+        steps=1,
+        warmup=0,
+        decode_lengths=[16],
+        decode_steps=1,
+        isolate=False,
+        out_dir=tmp_path,
+        progress=False,
+    )
+    assert not [r for r in rows if "error" in r]
+    measured = {
+        "train": [f for f in TRAIN_FIELDS if f not in ("peak_mem_mb", "total_peak_mb")] + ["gemm_gflops"],
+        "decode": list(DECODE_FIELDS),
+    }
+    for fam in FAMILIES:
+        for bench, Ts in (("train", [32, 64]), ("decode", [16])):
+            got = [r for r in rows if r["family"] == fam and r["bench"] == bench]
+            assert sorted(r["T"] for r in got) == Ts, (fam, bench)
+            for r in got:
+                for f in measured[bench]:
+                    assert math.isfinite(r[f]) and r[f] > 0, (fam, bench, f, r.get(f))
+                    if f != "gemm_gflops":
+                        assert math.isfinite(r[f"{f}_ratio"]) and r[f"{f}_ratio"] > 0, (fam, bench, f)
+    with open(tmp_path / "models.csv") as fh:
+        header = next(csv.reader(fh))
+    assert {"matmul_fraction", "matmul_fraction_ratio", "model_gflops_per_s_ratio", "gemm_gflops"} <= set(header)
+
+
+def test_matmul_fraction_is_model_flops_rate_over_gemm_rate(tiny_run):
+    rows, _ = tiny_run
+    for r in (r for r in rows if r["bench"] == "train"):
+        cfg = family_config(r["family"], "small", **TINY)
+        assert r["model_flops_per_token"] == model_flops(cfg, r["T"])["train_per_token"]
+        assert r["model_gflops_per_s"] == pytest.approx(r["model_flops_per_token"] * r["tokens_per_s"] / 1e9)
+        assert r["matmul_fraction"] == pytest.approx(r["model_gflops_per_s"] / r["gemm_gflops"])
+
+
+def test_decode_flatness():
+    rows = [
+        {"bench": "decode", "family": "hawk", "T": L, "ms_per_token": ms}
+        for L, ms in ((2048, 1.1), (1024, 1.0), (8192, 1.05), (4096, 0.9))
+    ]
+    rows += [{"bench": "decode", "family": "transformer", "T": 1024, "ms_per_token": 2.0}]  # one context: no figure
+    rows += [{"bench": "decode", "family": "griffin", "T": 1024, "error": "timeout > 1s"}]
+    flat = decode_flatness(rows)
+    assert set(flat) == {"hawk"}
+    h = flat["hawk"]
+    assert h["lengths"] == [1024, 2048, 4096, 8192] and (h["ms_first"], h["ms_last"]) == (1.0, 1.05)
+    assert h["max_over_min"] == pytest.approx(1.1 / 0.9)
+
+
+def test_10m_configs_are_10m_parameters():
+    counts = {}
+    for fam in FAMILIES:
+        cfg = family_config(fam, "10m")
+        counts[fam] = count_params(cfg)
+        assert cfg.d_model == 256 and cfg.vocab_size == 256, fam
+        assert 0.95 * 10e6 <= counts[fam] <= 1.05 * 10e6, (fam, counts[fam])
+    assert max(counts.values()) / min(counts.values()) < 1.10
+    x71 = family_config("xlstm71", "10m").layer_mixers()
+    assert len(x71) == 24 and [i for i, m in enumerate(x71) if m == "slstm"] == [3, 20]
+    assert family_config("griffin", "10m").mixer_kwargs["local_attention"]["head_dim"] == 64
+    assert family_config("hawk", "10m", n_layers=2).n_layers == 2  # an explicit depth wins over the size's
+    # 125m unchanged by the 10m head / block rules
+    assert family_config("griffin", "125m").mixer_kwargs["rglru"]["n_blocks"] == 16
+    assert family_config("griffin", "125m").mixer_kwargs["local_attention"]["head_dim"] == 128
+
+
+def test_10m_decodes_at_1024_to_8192_by_default(tmp_path):
+    rows = run_model_bench(
+        families="hawk", size="10m", train=False, decode_steps=1, isolate=False, shape=TINY, progress=False
+    )
+    assert sorted({r["T"] for r in rows}) == [1024, 2048, 4096, 8192]
+    assert "max ÷ min" in format_model_table(rows)
 
 
 def test_125m_configs_are_125m_parameters():
@@ -120,6 +216,7 @@ def test_fresh_process_points_and_timeouts(tmp_path):
     )
     train = next(r for r in rows if r["bench"] == "train")
     assert "error" not in train and train["peak_mem_mb"] >= 0 and train["total_peak_mb"] > 0
+    assert train["gemm_gflops"] > 0 and train["matmul_fraction"] > 0  # calibrated in the point's own process
     rows = run_model_bench(
         families="transformer",
         lengths=[16],
