@@ -1,7 +1,8 @@
 """seqzoo's naming scheme for its public API, and the renamed keys that saved configurations may still hold.
 
 The scheme (CONTRIBUTING.md "Naming"): ``n_heads`` (number of heads), ``n_blocks`` (number of blocks),
-``chunk_size`` (chunk length), ``state`` (the initial / carried state), ``mode`` (the algorithm: a mixer's
+``chunk_size`` (chunk length), ``conv_size`` (width of a mixer's short convolution), ``state`` (the initial /
+carried state), ``mode`` (the algorithm: a mixer's
 ``modes``, an op's ``MODES``; ``<what>_mode`` for the mode of an inner op, e.g. GateLoop's ``scan_mode``), and an
 op's entry point named after the op (``mlstm``, ``gateloop``, ...), its implementations ``<op>_<mode>``.
 
@@ -20,8 +21,13 @@ from .errors import InputError
 RENAMED_MIXER_KEYS: dict[str, str] = {"num_heads": "n_heads", "num_blocks": "n_blocks"}
 RENAMED_MIXER_KEYS_BY_MIXER: dict[str, dict[str, str]] = {
     "gateloop": {"scan_impl": "scan_mode"},
-    "slstm": {"impl": "cell_mode"},
+    "mlstm": {"conv_kernel": "conv_size"},
+    "slstm": {"impl": "cell_mode", "conv_kernel": "conv_size"},
+    "rglru": {"conv_width": "conv_size"},
+    "orchid": {"short_kernel": "conv_size"},
 }
+# preset builders' keyword arguments renamed by the scheme: builder -> old -> new
+RENAMED_PRESET_KEYS: dict[str, dict[str, str]] = {"xlstm_config": {"conv_kernel": "conv_size"}}
 
 
 def renamed_keys(mixer: str) -> dict[str, str]:
@@ -33,7 +39,12 @@ def upgrade_kwargs(mixer: str, kwargs: dict[str, Any], where: str) -> dict[str, 
     """``kwargs`` of ``mixer`` with renamed keys replaced by their new names; a ``FutureWarning`` per old key.
 
     Both the old and the new name of one argument is an ``InputError`` (which one would win is not clear)."""
-    table = renamed_keys(mixer)
+    return rename_keys(renamed_keys(mixer), kwargs, where, stacklevel=5)
+
+
+def rename_keys(table: dict[str, str], kwargs: dict[str, Any], where: str, stacklevel: int = 3) -> dict[str, Any]:
+    """``kwargs`` with the old keys of ``table`` (old -> new) renamed, as ``upgrade_kwargs``; the warning points
+    ``stacklevel`` frames up (3: the caller of the function that calls this one)."""
     old = [k for k in kwargs if k in table]
     if not old:
         return kwargs
@@ -46,7 +57,7 @@ def upgrade_kwargs(mixer: str, kwargs: dict[str, Any], where: str) -> dict[str, 
             f"{where}: key {key!r} is deprecated, renamed to {new!r} (seqzoo naming scheme, CONTRIBUTING.md); "
             "it is read as the new key, and a config saved again is written with it",
             FutureWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
         out[new] = out.pop(key)
     return out

@@ -1,6 +1,7 @@
 """The naming scheme of the public API (CONTRIBUTING.md "Naming", seqzoo/naming.py).
 
-Walks every registered mixer's constructor and ``forward``, every op's exported functions, ``ModelConfig``'s
+Walks every registered mixer's constructor and ``forward``, every op's exported functions and the public
+functions of every module of an op package (``triton.py``, ``naive.py``, ``bench.py``, ...), ``ModelConfig``'s
 fields, the preset builders and every preset's ``mixer_kwargs``, and every CLI flag, and fails on a name outside
 the scheme (the banned-alias table below). Old ``config.json`` keys still load, with a ``FutureWarning`` naming
 old -> new key, and give the same model.
@@ -44,6 +45,10 @@ BANNED = {
     "impls": "modes",
     "implementation": "mode",
     "algorithm": "mode",
+    "conv_kernel": "conv_size",
+    "conv_width": "conv_size",
+    "short_kernel": "conv_size",
+    "kernel_size": "conv_size",
 }
 ALLOWED = {"n_kv_heads"}  # a different quantity (key/value heads of multi-query attention)
 
@@ -81,12 +86,27 @@ def violations(where_names: list[tuple[str, str]]) -> list[str]:
 
 
 def op_functions():
+    """Every op's exported functions, and the public (no leading ``_``) Python functions defined in each module of
+    its package: the unexported implementations ``<op>_triton`` / ``<op>_naive``, scans, benchmark helpers."""
     for op in OPS:
         module = importlib.import_module(f"seqzoo.ops.{op}")
         for name in module.__all__:
             obj = getattr(module, name)
             if inspect.isfunction(obj):
                 yield op, name, obj
+        for info in pkgutil.iter_modules(module.__path__):
+            sub = importlib.import_module(f"seqzoo.ops.{op}.{info.name}")
+            for name, fn in inspect.getmembers(sub, inspect.isfunction):
+                if fn.__module__ == sub.__name__ and not name.startswith("_"):
+                    yield f"{op}.{info.name}", name, fn
+
+
+def test_the_op_walk_reaches_the_unexported_triton_entry_points():
+    walked = {(op, name) for op, name, _ in op_functions()}
+    for op, name in [("rglru.triton", "linear_scan_triton"), ("rglru.triton", "rglru_fused_triton"),
+                     ("mlstm.triton", "mlstm_triton"), ("gateloop.triton", "gateloop_triton"),
+                     ("causal_conv.triton", "causal_conv1d_triton"), ("gateloop.scan", "scan_two_level")]:  # fmt: skip
+        assert (op, name) in walked, (op, name)
 
 
 def cli_flags(parser: argparse.ArgumentParser, prefix: str = "seqzoo"):
@@ -113,10 +133,24 @@ def test_checker_refuses_the_old_names():
         "mlstm_heads": "mlstm_n_heads",
         "slstm_heads": "slstm_n_heads",
         "impls": "modes",
+        "conv_kernel": "conv_size",
+        "conv_width": "conv_size",
+        "short_kernel": "conv_size",
     }
     for name, new in old.items():
         assert outside_scheme(name) == new, name
-    for name in ("n_heads", "n_kv_heads", "mlstm_n_heads", "chunk_size", "state", "mode", "scan_mode", "modes"):
+    scheme = (
+        "n_heads",
+        "n_kv_heads",
+        "mlstm_n_heads",
+        "chunk_size",
+        "state",
+        "mode",
+        "scan_mode",
+        "modes",
+        "conv_size",
+    )
+    for name in scheme:
         assert outside_scheme(name) is None, name
 
     def old_op(q, k, v, h0=None, impl="auto", chunk=64, num_heads=4):
@@ -186,8 +220,8 @@ def test_cli_flags():
 
 # ------------------------------------------------------------------------------------------------ old configs
 OLD_KEYS = {
-    "mlstm": {"n_heads": "num_heads", "n_blocks": "num_blocks"},
-    "slstm": {"n_heads": "num_heads", "cell_mode": "impl"},
+    "mlstm": {"n_heads": "num_heads", "n_blocks": "num_blocks", "conv_size": "conv_kernel"},
+    "slstm": {"n_heads": "num_heads", "cell_mode": "impl", "conv_size": "conv_kernel"},
 }
 
 
@@ -196,12 +230,12 @@ def _tiny_xlstm():
     from seqzoo.models.presets.xlstm import xlstm_config
 
     torch.manual_seed(0)
-    cfg = xlstm_config(32, 2, [1], vocab_size=32, mlstm_n_heads=2, slstm_n_heads=2, chunk_size=16)
+    cfg = xlstm_config(32, 2, [1], vocab_size=32, mlstm_n_heads=2, slstm_n_heads=2, chunk_size=16, conv_size=3)
     return LanguageModel(cfg).eval()
 
 
 def test_old_config_json_loads_with_a_warning_and_gives_the_same_model(tmp_path):
-    """A config.json written with the old keys (num_heads, num_blocks, the sLSTM's impl) loads: each old key
+    """A config.json written with the old keys (num_heads, num_blocks, conv_kernel, the sLSTM's impl) loads: each old key
     gives a FutureWarning naming old -> new, the config holds the new keys, and the model is the same."""
     from seqzoo.models.base import SeqzooModel
 
@@ -239,3 +273,59 @@ def test_old_keys_in_build_mixer_and_model_config():
     assert cfg.mixer_kwargs == {"mlstm": {"n_heads": 2}}
     with pytest.raises(InputError, match="both 'num_heads' .* and 'n_heads'"):
         build_mixer("mlstm", d_model=32, num_heads=2, n_heads=4)
+
+
+@pytest.mark.parametrize(
+    "mixer, old, kwargs",
+    [
+        ("mlstm", "conv_kernel", {"n_heads": 2}),
+        ("slstm", "conv_kernel", {"n_heads": 2}),
+        ("rglru", "conv_width", {"d_rnn": 8, "n_blocks": 2}),
+        ("orchid", "short_kernel", {"l_max": 16, "filter_width": 8}),
+    ],
+)
+def test_old_short_conv_width_names(mixer, old, kwargs):
+    """The three old names of the short-conv width load as ``conv_size`` (build_mixer and ModelConfig) and give the
+    same mixer; both names at once is refused."""
+    torch.manual_seed(0)
+    new = build_mixer(mixer, d_model=16, conv_size=5, **kwargs)
+    with pytest.warns(FutureWarning, match=f"'{old}' is deprecated, renamed to 'conv_size'"):
+        torch.manual_seed(0)
+        legacy = build_mixer(mixer, d_model=16, **{old: 5}, **kwargs)
+    assert legacy.conv_size == new.conv_size == 5
+    for (name, p), q in zip(new.state_dict().items(), legacy.state_dict().values()):
+        assert torch.equal(p, q), name
+    with pytest.warns(FutureWarning, match=f"key '{old}' is deprecated"):
+        cfg = ModelConfig(pattern=[mixer], mixer_kwargs={mixer: {old: 5, **kwargs}})
+    assert cfg.mixer_kwargs[mixer] == {"conv_size": 5, **kwargs}
+    with pytest.raises(InputError, match=f"both '{old}' .* and 'conv_size'"):
+        build_mixer(mixer, d_model=16, conv_size=3, **{old: 5}, **kwargs)
+
+
+def test_old_conv_kernel_of_the_xlstm_preset_builder_sets_both_mixers():
+    from seqzoo.models.presets.xlstm import xlstm_config
+
+    args = dict(vocab_size=32, mlstm_n_heads=2, slstm_n_heads=2)
+    with pytest.warns(FutureWarning, match="xlstm_config: key 'conv_kernel' is deprecated, renamed to 'conv_size'"):
+        cfg = xlstm_config(32, 2, [1], conv_kernel=3, **args)
+    assert cfg == xlstm_config(32, 2, [1], conv_size=3, **args)
+    assert cfg.mixer_kwargs["mlstm"]["conv_size"] == cfg.mixer_kwargs["slstm"]["conv_size"] == 3
+    with pytest.raises(InputError, match="both 'conv_kernel'"):
+        xlstm_config(32, 2, [1], conv_kernel=3, conv_size=2, **args)
+
+
+# ------------------------------------------------------------------------------------------------ the tests
+def test_no_test_file_imports_another():
+    """Shared fixtures live in helper modules (tests/helpers.py, tests/rmt_helpers.py), not in test files."""
+    import ast
+    from pathlib import Path
+
+    tests = Path(__file__).parent
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            found += [f"{path.relative_to(tests)} imports {n}" for n in names if n.split(".")[-1].startswith("test_")]
+    assert not found

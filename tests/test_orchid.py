@@ -215,7 +215,7 @@ def test_static_kernel_h0():
 @pytest.mark.parametrize("T", [1, 2, 3])
 @pytest.mark.parametrize("padding", ["circular", "causal", "zeros"])
 def test_tiny_lengths_below_kernel_size(T, padding):
-    m = make(D=4, short_kernel=5, cond_kernel=5, short_padding=padding, cond_padding="circular")
+    m = make(D=4, conv_size=5, cond_kernel=5, short_padding=padding, cond_padding="circular")
     x = randx(2, T, 4)
     y, _ = m(x)
     assert y.shape == (2, T, 4)
@@ -283,7 +283,7 @@ def test_bad_input_and_options():
         ({"cond_padding": "same"}, "cond_padding"),
         ({"conv": "valid"}, "conv"),
         ({"condition_on": "s"}, "condition_on"),
-        ({"short_kernel": 4}, "short_kernel must be odd"),
+        ({"conv_size": 4}, "conv_size must be odd"),
         ({"cond_kernel": 2}, "cond_kernel"),
         ({"filter_emb_dim": 4}, "filter_emb_dim"),
         ({"filter_emb_dim": 1}, "filter_emb_dim"),
@@ -293,4 +293,4 @@ def test_bad_input_and_options():
     ]:
         with pytest.raises(ValueError, match=msg):
             Orchid(4, **kw)
-    Orchid(4, short_kernel=4, short_padding="causal")  # even kernels are fine with causal padding
+    Orchid(4, conv_size=4, short_padding="causal")  # even kernels are fine with causal padding

@@ -182,8 +182,8 @@ def test_bad_configurations_raise():
         build_mixer("rglru", d_model=16, d_rnn=0)
     with pytest.raises(ValueError, match="a_init"):
         build_mixer("rglru", d_model=16, a_init="lecun")
-    with pytest.raises(ValueError, match="conv_width"):
-        build_mixer("rglru", d_model=16, conv_width=0)
+    with pytest.raises(ValueError, match="conv_size"):
+        build_mixer("rglru", d_model=16, conv_size=0)
     m = make()
     x = torch.randn(2, 5, 16, dtype=f64)
     with pytest.raises(ValueError, match="mode"):

@@ -4,32 +4,9 @@ Tiny float64 backbones: d 32, 2 layers, m 3, L 5; T in {1, 17, 20} (17 ends in a
 
 import pytest
 import torch
+from rmt_helpers import D, L, data, make
 
-from seqzoo.models import Encoder, LanguageModel, ModelConfig
-from seqzoo.models.rmt import RMT, RMTConfig, segment_bounds
-
-V, D, M, L = 40, 32, 3, 5
-CFG = ModelConfig(
-    vocab_size=V, d_model=D, n_layers=2, pattern=["attention"], mixer_kwargs={"attention": {"n_heads": 4}}
-)
-
-
-def make(kind="lm", seed=0, **rmt):
-    torch.manual_seed(seed)
-    bb = LanguageModel(CFG) if kind == "lm" else Encoder(CFG)
-    rmt.setdefault("num_mem_tokens", M)
-    rmt.setdefault("segment_size", L)
-    if kind == "enc":
-        rmt.setdefault("num_labels", 6)
-    return RMT(bb, RMTConfig(**rmt)).double()
-
-
-def data(T, B=2, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, V, (B, T), generator=g)
-    lm_labels = torch.randint(0, V, (B, T), generator=g)
-    lm_labels[0, 0] = -100
-    return ids, lm_labels, torch.randint(0, 6, (B,), generator=g)
+from seqzoo.models.rmt import RMT, segment_bounds
 
 
 def unroll(r: RMT, ids, labels, k=-1):

@@ -1,12 +1,12 @@
 """RMT wrapper: zero-memory sanity, layout, streaming, generation, save/load and bad input
-(docs/rmt.md "Tests"). Helpers and tiny float64 backbones come from test_rmt.py."""
+(docs/rmt.md "Tests"). Helpers and tiny float64 backbones come from rmt_helpers.py."""
 
 import itertools
 import math
 
 import pytest
 import torch
-from test_rmt import CFG, D, L, M, V, data, make
+from rmt_helpers import CFG, D, L, M, V, data, make
 
 from seqzoo.models import LanguageModel
 from seqzoo.models.rmt import RMT, RMTConfig, read_write_mask, segment_bounds

@@ -42,7 +42,7 @@ def fixture(shared, case):
 def test_mlstm_layer_fixture(shared):
     fx = fixture(shared, "mlstm_layer")
     x = fx["input"]["x"]
-    m = build_mixer("mlstm", d_model=32, num_heads=4).eval()
+    m = build_mixer("mlstm", d_model=32, n_heads=4).eval()
     m.load_state_dict(mlstm_layer_state_dict(fx["official"]))
     with torch.no_grad():
         # parallel form vs the official forward (parallel cell); recurrent/chunkwise vs the official step loop
@@ -77,7 +77,7 @@ def test_mlstm_layer_fixture(shared):
 
 def test_mlstm_layer_intermediates(shared):
     fx = fixture(shared, "mlstm_layer")
-    m = build_mixer("mlstm", d_model=32, num_heads=4).eval()
+    m = build_mixer("mlstm", d_model=32, n_heads=4).eval()
     m.load_state_dict(mlstm_layer_state_dict(fx["official"]))
     assert_close_fp32(m.proj_up(fx["input"]["x"]), fx["inter"]["proj_up"])
 
@@ -85,7 +85,7 @@ def test_mlstm_layer_intermediates(shared):
 def test_slstm_layer_fixture(shared):
     fx = fixture(shared, "slstm_layer")
     x = fx["input"]["x"]
-    m = build_mixer("slstm", d_model=32, num_heads=4).eval()
+    m = build_mixer("slstm", d_model=32, n_heads=4).eval()
     m.load_state_dict(slstm_layer_state_dict(fx["official"], num_heads=4))
     assert_close_fp32(m.R.detach(), fx["view"]["slstm_cell.recurrent_kernel"], atol=0, rtol=0)
     assert_close_fp32(m.bias.detach(), fx["view"]["slstm_cell.bias"], atol=0, rtol=0)
@@ -210,7 +210,7 @@ def test_live_mlstm_layer(D, H, T):
     off = xlstm.mLSTMLayer(xlstm.mLSTMLayerConfig(embedding_dim=D, num_heads=H, context_length=T)).eval()
     off.reset_parameters()
     _perturb(off, 1)
-    ours = build_mixer("mlstm", d_model=D, num_heads=H).eval()
+    ours = build_mixer("mlstm", d_model=D, n_heads=H).eval()
     ours.load_state_dict(mlstm_layer_state_dict(off.state_dict()))
     x = torch.randn(2, T, D)
     with torch.no_grad():
@@ -239,7 +239,7 @@ def test_live_slstm_layer(D, H):
     _perturb(off, 2)
     with torch.no_grad():
         off.slstm_cell._recurrent_kernel_.add_(0.3 * torch.randn_like(off.slstm_cell._recurrent_kernel_))
-    ours = build_mixer("slstm", d_model=D, num_heads=H).eval()
+    ours = build_mixer("slstm", d_model=D, n_heads=H).eval()
     cell = off.slstm_cell
     # the cell's properties are ParameterProxy objects: .clone() gives the external view, .detach() the raw tensor
     ours.load_state_dict(

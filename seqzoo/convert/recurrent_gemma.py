@@ -97,7 +97,7 @@ def config_from_hf(cfg: dict[str, Any]) -> ModelConfig:
         rope_fraction=frac,
     )
     mk = {k: dict(v) for k, v in config.mixer_kwargs.items()}
-    mk["rglru"]["conv_width"] = int(cfg.get("conv1d_width", 4))
+    mk["rglru"]["conv_size"] = int(cfg.get("conv1d_width", 4))
     mk["local_attention"].update(n_kv_heads=kv, rope_base=theta, qkv_bias=bool(cfg.get("attention_bias", False)))
     extra = {"family": "griffin", "transformers": {k: cfg[k] for k in TOKEN_IDS if k in cfg}}
     return config.replace(
@@ -155,7 +155,7 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
         "num_attention_heads": heads,
         "lru_width": lru,
         "intermediate_size": 2 * hidden,
-        "conv1d_width": rg.get("conv_width", 4),
+        "conv1d_width": rg.get("conv_size", 4),
         "logits_soft_cap": config.logit_softcap,
         "rms_norm_eps": config.norm_eps,
         "hidden_activation": "gelu_pytorch_tanh",

@@ -63,13 +63,13 @@ def preset_sizes() -> dict[str, list]:
                 m = MIXERS[name](d_model=cfg.d_model, **dict(cfg.mixer_kwargs.get(name, {})))
             if name == "mlstm":
                 out["mlstm"].add((m.qk_dim, m.v_dim, m.chunk_size))
-                if getattr(m, "conv_kernel", None):
-                    out["conv"].add((m.inner, m.conv_kernel))
+                if getattr(m, "conv_size", None):
+                    out["conv"].add((m.inner, m.conv_size))
             elif name == "gateloop" and not (m.head_k == 1 and m.head_v == 1):
                 out["gateloop"].add((m.head_k, m.head_v, m.chunk_size))
             elif name == "rglru":
                 out["rglru"].add(m.d_rnn)
-                out["conv"].add((m.d_rnn, m.conv_width))
+                out["conv"].add((m.d_rnn, m.conv_size))
     return {k: sorted(v) for k, v in out.items()}
 
 

@@ -34,7 +34,7 @@ VARIANTS = ("neurips", "7b")
 @dataclass
 class MLSTMState:
     """Cell state ``C (B, H, K, V)``, ``n (B, H, K)``, ``m (B, H)`` (float32) and, for the NeurIPS layer, the
-    conv buffer: the last ``conv_kernel - 1`` inputs of the conv branch ``(B, k-1, E)`` (None for "7b")."""
+    conv buffer: the last ``conv_size - 1`` inputs of the conv branch ``(B, k-1, E)`` (None for "7b")."""
 
     C: torch.Tensor
     n: torch.Tensor
@@ -77,7 +77,7 @@ class MLSTM(Mixer):
         variant: str = "neurips",
         proj_factor: float = 2.0,
         round_to: int = 64,
-        conv_kernel: int = 4,
+        conv_size: int = 4,
         qkv_blocksize: int = 4,
         qk_dim_factor: float = 0.5,
         v_dim_factor: float = 1.0,
@@ -118,13 +118,13 @@ class MLSTM(Mixer):
                 )
             if E % qkv_blocksize:
                 raise InputError(f"mlstm: qkv_blocksize={qkv_blocksize} must divide the inner width E={E}")
-            if not isinstance(conv_kernel, int) or conv_kernel < 1:
-                raise InputError(f"mlstm: conv_kernel must be a positive int, got {conv_kernel!r}")
+            if not isinstance(conv_size, int) or conv_size < 1:
+                raise InputError(f"mlstm: conv_size must be a positive int, got {conv_size!r}")
             self.inner, self.qk_dim, self.v_dim = E, E // H, E // H
-            self.conv_kernel = conv_kernel
+            self.conv_size = conv_size
             nb = E // qkv_blocksize
             self.proj_up = nn.Linear(d_model, 2 * E, bias=False)
-            self.conv_weight = nn.Parameter(torch.empty(E, conv_kernel))  # [:, -1] hits the current token
+            self.conv_weight = nn.Parameter(torch.empty(E, conv_size))  # [:, -1] hits the current token
             self.conv_bias = nn.Parameter(torch.empty(E))
             self.q_proj = nn.Parameter(torch.empty(nb, qkv_blocksize, qkv_blocksize))  # (block, out, in)
             self.k_proj = nn.Parameter(torch.empty(nb, qkv_blocksize, qkv_blocksize))
@@ -164,7 +164,7 @@ class MLSTM(Mixer):
         nn.init.ones_(self.outnorm_weight)
         if self.variant == "neurips":
             nn.init.normal_(self.proj_up.weight, std=std_in)
-            bound = 1.0 / math.sqrt(self.conv_kernel)  # PyTorch's Conv1d default for fan_in = k
+            bound = 1.0 / math.sqrt(self.conv_size)  # PyTorch's Conv1d default for fan_in = k
             nn.init.uniform_(self.conv_weight, -bound, bound)
             nn.init.uniform_(self.conv_bias, -bound, bound)
             for w in (self.q_proj, self.k_proj, self.v_proj):
@@ -210,7 +210,7 @@ class MLSTM(Mixer):
             if tuple(t.shape) != want:
                 raise InputError(f"mlstm: state.{name} must have shape {want}, got {tuple(t.shape)}")
         if self.variant == "neurips":
-            want = (B, self.conv_kernel - 1, self.inner)
+            want = (B, self.conv_size - 1, self.inner)
             if state.conv is None or tuple(state.conv.shape) != want:
                 raise InputError(
                     f"mlstm: state.conv must have shape {want}, got "

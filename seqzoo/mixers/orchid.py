@@ -254,7 +254,7 @@ class Orchid(Mixer):
         sigma_eps: float = 1e-12,
         conv: str = "circular",
         condition_on: str = "v",
-        short_kernel: int = 3,
+        conv_size: int = 3,
         short_padding: str = "circular",
         cond_kernel: int = 3,
         cond_padding: str = "circular",
@@ -286,17 +286,17 @@ class Orchid(Mixer):
         _choice("type2_layout", type2_layout, LAYOUTS)
         if p not in (1, 2):
             raise InputError(f"p (magnitude power of type I conditioning) must be 1 or 2, got {p!r}")
-        _check_kernel("short_kernel", short_kernel, short_padding)
+        _check_kernel("conv_size", conv_size, short_padding)
         if d_context is not None and not cross:
             raise InputError("d_context is only used with cross=True")
         D = d_model
         self.conditioning, self.conv, self.condition_on = conditioning, conv, condition_on
-        self.short_padding, self.fft_scaling, self.l_max = short_padding, fft_scaling, l_max
+        self.conv_size, self.short_padding, self.fft_scaling, self.l_max = conv_size, short_padding, fft_scaling, l_max
         self.residual_long_conv, self.cross = residual_long_conv, cross
         self.filter_lr, self.filter_wd, self.pos_lr, self.param_groups = filter_lr, filter_wd, pos_lr, param_groups
 
         self.in_proj = nn.Linear(D, 3 * D)
-        self.short_conv = nn.Conv1d(3 * D, 3 * D, short_kernel, groups=3 * D)
+        self.short_conv = nn.Conv1d(3 * D, 3 * D, conv_size, groups=3 * D)
         self.out_proj = nn.Linear(D, D)
         self.filter = ImplicitFilter(D, l_max, filter_emb_dim, filter_width, filter_inner, filter_w)
         self.filter_res = (
@@ -316,7 +316,7 @@ class Orchid(Mixer):
     def extra_repr(self) -> str:
         return (
             f"{super().extra_repr()}, conditioning={self.conditioning}, conv={self.conv}, "
-            f"short_padding={self.short_padding}, l_max={self.l_max}, cross={self.cross}"
+            f"conv_size={self.conv_size}, short_padding={self.short_padding}, l_max={self.l_max}, cross={self.cross}"
         )
 
     # -------------------------------------------------------------- interface

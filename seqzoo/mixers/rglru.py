@@ -30,7 +30,7 @@ A_INITS = ("code", "paper")
 
 @dataclass
 class RGLRUState:
-    """Carried between calls: the last ``conv_width − 1`` conv inputs ``(B, k−1, R)`` and the RG-LRU state ``h (B, R)``."""
+    """Carried between calls: the last ``conv_size − 1`` conv inputs ``(B, k−1, R)`` and the RG-LRU state ``h (B, R)``."""
 
     conv: torch.Tensor
     h: torch.Tensor
@@ -114,7 +114,7 @@ class RGLRUBlock(Mixer):
         d_model: int,
         d_rnn: int | None = None,
         n_blocks: int | None = None,
-        conv_width: int = 4,
+        conv_size: int = 4,
         c: float = 8.0,
         a_init: str = "code",
         final_w_init_variance_scale: float = 1.0,
@@ -129,19 +129,19 @@ class RGLRUBlock(Mixer):
             raise InputError(
                 f"n_blocks must be a positive int dividing d_rnn={d_rnn} (block-diagonal gates), got {n_blocks!r}"
             )
-        if not isinstance(conv_width, int) or conv_width < 1:
-            raise InputError(f"conv_width must be a positive int, got {conv_width!r}")
+        if not isinstance(conv_size, int) or conv_size < 1:
+            raise InputError(f"conv_size must be a positive int, got {conv_size!r}")
         if not c > 0:
             raise InputError(f"c must be positive (a_t = a^(c r_t)), got {c!r}")
         if a_init not in A_INITS:
             raise InputError(f"a_init must be one of {A_INITS}, got {a_init!r}")
-        self.d_rnn, self.n_blocks, self.conv_width = d_rnn, n_blocks, conv_width
+        self.d_rnn, self.n_blocks, self.conv_size = d_rnn, n_blocks, conv_size
         self.final_w_init_variance_scale = final_w_init_variance_scale
         self.linear_y = nn.Linear(d_model, d_rnn)
         self.linear_x = nn.Linear(d_model, d_rnn)
         self.linear_out = nn.Linear(d_rnn, d_model)
         self.conv = nn.Module()
-        self.conv.weight = nn.Parameter(torch.empty(conv_width, d_rnn))  # (k, R): row k-1 hits the current token
+        self.conv.weight = nn.Parameter(torch.empty(conv_size, d_rnn))  # (k, R): row k-1 hits the current token
         self.conv.bias = nn.Parameter(torch.empty(d_rnn))
         self.rglru = RGLRU(d_rnn, n_blocks, c=c, a_init=a_init)
         self.reset_parameters()
@@ -151,14 +151,14 @@ class RGLRUBlock(Mixer):
         nn.init.normal_(self.linear_y.weight, std=self.d_model**-0.5)
         nn.init.normal_(self.linear_x.weight, std=self.d_model**-0.5)
         nn.init.normal_(self.linear_out.weight, std=math.sqrt(self.final_w_init_variance_scale / self.d_rnn))
-        nn.init.normal_(self.conv.weight, std=math.sqrt(0.01 / self.conv_width))
+        nn.init.normal_(self.conv.weight, std=math.sqrt(0.01 / self.conv_size))
         for lin in (self.linear_y, self.linear_x, self.linear_out):
             nn.init.zeros_(lin.bias)
         nn.init.zeros_(self.conv.bias)
         self.rglru.reset_parameters()
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, d_rnn={self.d_rnn}, n_blocks={self.n_blocks}, conv_width={self.conv_width}"
+        return f"{super().extra_repr()}, d_rnn={self.d_rnn}, n_blocks={self.n_blocks}, conv_size={self.conv_size}"
 
     def default_mode(self, x, state):
         return "recurrent" if x.shape[1] == 1 else "scan"
@@ -169,9 +169,9 @@ class RGLRUBlock(Mixer):
                 f"rglru: state must be an RGLRUState returned by a previous call, got {type(state).__name__}"
             )
         B = x.shape[0]
-        if tuple(state.conv.shape) != (B, self.conv_width - 1, self.d_rnn):
+        if tuple(state.conv.shape) != (B, self.conv_size - 1, self.d_rnn):
             raise InputError(
-                f"rglru: state.conv must have shape ({B}, {self.conv_width - 1}, {self.d_rnn}), "
+                f"rglru: state.conv must have shape ({B}, {self.conv_size - 1}, {self.d_rnn}), "
                 f"got {tuple(state.conv.shape)}"
             )
         if tuple(state.h.shape) != (B, self.d_rnn):

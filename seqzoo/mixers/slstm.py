@@ -59,7 +59,7 @@ class SLSTM(Mixer):
         self,
         d_model: int,
         n_heads: int = 4,
-        conv_kernel: int = 4,
+        conv_size: int = 4,
         cell_mode: str = "fused",
         bias_init: str = "powerlaw_blockdependent",
         block_idx: int = 0,
@@ -74,8 +74,8 @@ class SLSTM(Mixer):
             raise InputError(f"slstm: cell_mode must be one of {MODES}, got {cell_mode!r}")
         if bias_init not in BIAS_INITS:
             raise InputError(f"slstm: bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
-        if not isinstance(conv_kernel, int) or conv_kernel < 1:
-            raise InputError(f"slstm: conv_kernel must be a positive int, got {conv_kernel!r}")
+        if not isinstance(conv_size, int) or conv_size < 1:
+            raise InputError(f"slstm: conv_size must be a positive int, got {conv_size!r}")
         if not (
             isinstance(n_blocks, int) and n_blocks > 0 and isinstance(block_idx, int) and 0 <= block_idx < n_blocks
         ):
@@ -83,9 +83,9 @@ class SLSTM(Mixer):
                 f"slstm: need 0 <= block_idx < n_blocks, got block_idx={block_idx!r}, n_blocks={n_blocks!r}"
             )
         H, d = n_heads, d_model // n_heads
-        self.n_heads, self.head_dim, self.conv_kernel, self.cell_mode = H, d, conv_kernel, cell_mode
+        self.n_heads, self.head_dim, self.conv_size, self.cell_mode = H, d, conv_size, cell_mode
         self.bias_init, self.block_idx, self.n_blocks, self.norm_eps = bias_init, block_idx, n_blocks, norm_eps
-        self.conv_weight = nn.Parameter(torch.empty(d_model, conv_kernel))  # [:, -1] hits the current token
+        self.conv_weight = nn.Parameter(torch.empty(d_model, conv_size))  # [:, -1] hits the current token
         self.conv_bias = nn.Parameter(torch.empty(d_model))
         self.W_i = nn.Parameter(torch.empty(H, d, d))  # (head, out, in), reads SiLU(conv(x))
         self.W_f = nn.Parameter(torch.empty(H, d, d))  # reads SiLU(conv(x))
@@ -100,7 +100,7 @@ class SLSTM(Mixer):
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """NeurIPS recipe (NX-AI's official xlstm package): R = 0, W small init, power-law forget bias, other biases 0."""
-        bound = 1.0 / self.conv_kernel**0.5
+        bound = 1.0 / self.conv_size**0.5
         nn.init.uniform_(self.conv_weight, -bound, bound)
         nn.init.uniform_(self.conv_bias, -bound, bound)
         for w in (self.W_i, self.W_f, self.W_z, self.W_o):
@@ -132,7 +132,7 @@ class SLSTM(Mixer):
             t = getattr(state, name)
             if tuple(t.shape) != (B, D):
                 raise InputError(f"slstm: state.{name} must have shape ({B}, {D}), got {tuple(t.shape)}")
-        want = (B, self.conv_kernel - 1, D)
+        want = (B, self.conv_size - 1, D)
         if state.conv is None or tuple(state.conv.shape) != want:
             raise InputError(
                 f"slstm: state.conv must have shape {want}, got "

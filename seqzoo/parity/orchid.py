@@ -46,7 +46,7 @@ def orchid_kwargs(meta: dict) -> dict:
         sigma=_SIGMA.get(ck.get("actq", "id"), "identity"),
         sigma_eps=1e-6,
         conv="linear" if kw.get("causal", True) else "circular",
-        short_kernel=kw["short_filter_order"],
+        conv_size=kw["short_filter_order"],
         short_padding="causal",
         cond_kernel=ck["conv_filter_size"],
         cond_padding="zeros",

@@ -137,7 +137,7 @@ def lm_config_from_official(cfg: dict[str, Any]) -> ModelConfig:
         mlstm_n_heads=m["num_heads"],
         slstm_n_heads=s["num_heads"],
         ffn_factor=ff["proj_factor"],
-        conv_kernel=m["conv1d_kernel_size"],
+        conv_size=m["conv1d_kernel_size"],
         proj_factor=m["proj_factor"],
         qkv_blocksize=m["qkv_proj_blocksize"],
     )

@@ -160,7 +160,7 @@ def test_bad_chunk_size():
 def test_op_benchmark_runs_at_tiny_size(tmp_path):
     # plumbing only (no timing is asserted): every contender runs and every ratio is reported
     out = tmp_path / "bench.json"
-    assert bench_main(["--B", "1", "--T", "12", "--d-model", "8", "--heads", "2", "--chunk-size", "4", "--repeats", "1",
+    assert bench_main(["--B", "1", "--T", "12", "--d-model", "8", "--n-heads", "2", "--chunk-size", "4", "--repeats", "1",
                  "--attention", "--out", str(out)]) == 0  # fmt: skip
     res = json.loads(out.read_text())
     assert set(res["fwdbwd_ms"]) == {"chunkwise", "loop", "mlstm", "attention"}

@@ -18,6 +18,7 @@ from torch import nn
 
 from ...errors import InputError
 from ...models.config import ModelConfig
+from ...naming import RENAMED_PRESET_KEYS, rename_keys
 from . import register_preset
 
 GPT2_VOCAB_PADDED = 50304
@@ -46,12 +47,17 @@ def xlstm_config(
     slstm_n_heads: int = 4,
     ffn_factor: float = 1.3,
     chunk_size: int = 64,
-    conv_kernel: int = 4,
+    conv_size: int = 4,
     dropout: float = 0.0,
     slstm_cell_mode: str = "fused",
     **mlstm_kwargs,
 ) -> ModelConfig:
     """NeurIPS xLSTM stack: ``slstm_at`` lists the 0-based sLSTM block indices, every other block is mLSTM."""
+    renamed = RENAMED_PRESET_KEYS["xlstm_config"]  # old keywords, read with a FutureWarning
+    if "conv_kernel" in mlstm_kwargs:  # it set both mixers' conv, as conv_size does (not only the mLSTM's)
+        if conv_size != 4:
+            raise InputError("xlstm_config: both 'conv_kernel' (the old name) and 'conv_size' are given")
+        conv_size = rename_keys(renamed, {"conv_kernel": mlstm_kwargs.pop("conv_kernel")}, "xlstm_config")["conv_size"]
     slstm_at = sorted({int(i) for i in slstm_at})
     if any(i < 0 or i >= n_layers for i in slstm_at):
         raise InputError(f"slstm_at must hold block indices in [0, {n_layers}), got {slstm_at}")
@@ -68,14 +74,14 @@ def xlstm_config(
                 "mlstm": {
                     "n_heads": mlstm_n_heads,
                     "chunk_size": chunk_size,
-                    "conv_kernel": conv_kernel,
+                    "conv_size": conv_size,
                     "n_blocks": n_layers,
                     "dropout": dropout,
                     **mlstm_kwargs,
                 },
                 "slstm": {
                     "n_heads": slstm_n_heads,
-                    "conv_kernel": conv_kernel,
+                    "conv_size": conv_size,
                     "n_blocks": n_layers,
                     "cell_mode": slstm_cell_mode,
                     "dropout": dropout,

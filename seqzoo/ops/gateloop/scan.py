@@ -69,10 +69,10 @@ def scan_blelloch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _blelloch(a, b)[1]
 
 
-def scan_two_level(a: torch.Tensor, b: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
+def scan_two_level(a: torch.Tensor, b: torch.Tensor, chunk_size: int | None = None) -> torch.Tensor:
     """Chunks of C: local scans from zero inside all chunks at once, then a pass over the T/C carries."""
     B, T = a.shape[:2]
-    C = chunk or max(1, math.isqrt(T - 1) + 1)  # ≈ ceil(sqrt(T)): about 2·sqrt(T) Python steps in total
+    C = chunk_size or max(1, math.isqrt(T - 1) + 1)  # ≈ ceil(sqrt(T)): about 2·sqrt(T) Python steps in total
     N = -(-T // C)
     pad = N * C - T
     if pad:  # pad tokens: a = 1, b = 0 (they neither decay nor write)

@@ -17,10 +17,10 @@ import torch
 from . import rglru
 
 
-def reference_style_loop(x, a, reset, h0=None):
+def reference_style_loop(x, a, reset, state=None):
     """The recurrentgemma PyTorch ``rnn_scan`` pattern: a Python loop over t writing into y (fp32 accumulation)."""
     a = a * ~reset[..., None]
-    h = torch.zeros(x.shape[0], x.shape[2], dtype=torch.float32) if h0 is None else h0
+    h = torch.zeros(x.shape[0], x.shape[2], dtype=torch.float32) if state is None else state
     y = torch.zeros_like(x)
     for t in range(x.shape[1]):
         h = a[:, t].float() * h + x[:, t].float()
