@@ -39,7 +39,9 @@ def test_kernel_bench_smoke(tmp_path):
     )
     impls = {(r["op"], r["impl"]) for r in rows}
     assert {("scan", "seqzoo triton"), ("rglru", "seqzoo triton fused"), ("gla", "seqzoo triton")} <= impls
-    assert all(r.get("fwdbwd_ms") and r["frac_roofline_fwd"] > 0 for r in rows), [r for r in rows if "error" in r]
+    ours = [r for r in rows if not r["impl"].startswith(("fla ", "mlstm_kernels"))]  # peers: their own rows
+    assert all(r.get("fwdbwd_ms") and r["frac_roofline_fwd"] > 0 for r in ours), [r for r in ours if "error" in r]
+    assert all(r.get("error") for r in rows if r not in ours)  # a peer that cannot run here says why
     for name in ("kernels.csv", "kernels.json", "config.json", "kernels.png"):
         assert (tmp_path / "gpu" / name).stat().st_size > 0
     assert json.loads((tmp_path / "gpu" / "config.json").read_text())["smoke_interpreter"] is True
