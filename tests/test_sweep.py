@@ -127,6 +127,18 @@ def _rec(model, seed, acc, status="ran"):
     return {"labels": {"model": model, "probe": "p", "seed": seed}, "status": status, "metrics": {"acc": acc}}
 
 
+def test_one_configuration_in_two_groups_runs_once_and_counts_once_in_each(tmp_path):
+    """The zoo's rmt_mqar reference is the MQAR probe's attention run: one run, reported under both probes
+    (it was reported once, under the first probe's labels, merged there as two seeds of identical numbers)."""
+    cfg = tiny_config(seed=0, steps=2)
+    specs = [RunSpec(FN, cfg, {"probe": "a", "seed": 0}), RunSpec(FN, copy.deepcopy(cfg), {"probe": "b", "seed": 0})]
+    records = run_sweep(specs, tmp_path, log=lambda *_: None)
+    assert records[0]["key"] == records[1]["key"] and len(list((tmp_path / "runs").iterdir())) == 1
+    assert [r["labels"]["probe"] for r in records] == ["a", "b"]
+    rows = {r["probe"]: r for r in aggregate(records, ["valid_accuracy"])}
+    assert rows["a"]["n"] == 1 and rows["b"]["n"] == 1
+
+
 def test_merge_of_seeds():
     recs = [_rec("a", 0, 0.9), _rec("a", 1, 0.7), _rec("a", 2, 0.8), _rec("b", 0, 0.5), _rec("b", 1, None, "error")]
     rows = {r["model"]: r for r in aggregate(recs, ["acc"])}

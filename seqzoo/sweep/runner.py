@@ -117,8 +117,8 @@ def run_sweep(
             records[i] = _execute(job)
             log(f"[sweep] {_label(records[i])}: {records[i]['status']}")
     for i, rec in enumerate(records):
-        if "dup_of" in rec:
-            records[i] = records[rec["dup_of"]]
+        if "dup_of" in rec:  # the shared run's result under this spec's own labels (a copy, not the same dict)
+            records[i] = {**records[rec["dup_of"]], "labels": specs[i].labels}
     return records  # type: ignore[return-value]
 
 
