@@ -23,7 +23,7 @@ def test_kernel_bench_smoke(tmp_path):
     shape under the interpreter, and the CPU ratio mode; checks the plumbing, not speed."""
     import json
 
-    from seqzoo.bench.kernels import gla_roofline_ms, run_kernel_bench, scan_roofline_ms
+    from seqzoo.bench.kernels import PEERS, gla_roofline_ms, run_kernel_bench, scan_roofline_ms
 
     rows = run_kernel_bench(
         out_dir=tmp_path / "gpu",
@@ -39,7 +39,8 @@ def test_kernel_bench_smoke(tmp_path):
     )
     impls = {(r["op"], r["impl"]) for r in rows}
     assert {("scan", "seqzoo triton"), ("rglru", "seqzoo triton fused"), ("gla", "seqzoo triton")} <= impls
-    ours = [r for r in rows if not r["impl"].startswith(("fla ", "mlstm_kernels"))]  # peers: their own rows
+    peers = {name for per_op in PEERS.values() for name in per_op}
+    ours = [r for r in rows if r["impl"] not in peers]  # peers: their own rows
     assert all(r.get("fwdbwd_ms") and r["frac_roofline_fwd"] > 0 for r in ours), [r for r in ours if "error" in r]
     assert all(r.get("error") for r in rows if r not in ours)  # a peer that cannot run here says why
     for name in ("kernels.csv", "kernels.json", "config.json", "kernels.png"):

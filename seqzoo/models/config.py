@@ -100,7 +100,7 @@ class ModelConfig:
 
     def layer_mixers(self) -> list[str]:
         """The mixer name of each layer: ``pattern`` repeated and truncated to ``n_layers``."""
-        return [self.pattern[i % len(self.pattern)] for i in range(self.n_layers)]
+        return repeat_pattern(self.pattern, self.n_layers)
 
     def block_setting(self, mixer: str, key: str) -> Any:
         return self.block_kwargs.get(mixer, {}).get(key, getattr(self, key))
@@ -124,6 +124,11 @@ class ModelConfig:
         return self.from_dict({**self.to_dict(), **changes})
 
 
+def repeat_pattern(pattern: list[str], n_layers: int) -> list[str]:
+    """``pattern`` repeated and truncated to ``n_layers``: the mixer name of each layer."""
+    return [pattern[i % len(pattern)] for i in range(n_layers)]
+
+
 def drop_unused_mixer_settings(saved: dict[str, Any], source: str) -> dict[str, Any]:
     """A saved config from before unused per-mixer settings were refused (e.g. xLSTM[1:0] files carried ``slstm``
     settings): drop those entries with a warning. They never reached a layer, so the model is unchanged."""
@@ -133,7 +138,7 @@ def drop_unused_mixer_settings(saved: dict[str, Any], source: str) -> dict[str, 
     n_layers = saved.get("n_layers", defaults.n_layers)
     if not pattern or not isinstance(n_layers, int) or n_layers <= 0:
         return saved  # invalid: ModelConfig's validation names the field
-    used = {pattern[i % len(pattern)] for i in range(n_layers)}
+    used = set(repeat_pattern(pattern, n_layers))
     out = dict(saved)
     for name in ("mixer_kwargs", "block_kwargs"):
         per_mixer = saved.get(name)
