@@ -87,6 +87,13 @@ def test_every_impl_matches_naive(impl, dtype, seg):
     _compare(2, 9, 12, 4, dtype, seg=seg, seed=21, mode=impl)
 
 
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("state,bias", [(True, True), (True, False), (False, True)])
+def test_torch_one_token_branch_matches_naive(k, state, bias):
+    """The torch path's decoded-token branch (T = 1: k multiply-adds, no conv1d call), values and gradients."""
+    _compare(3, 1, 8, k, torch.float64, state=state, bias=bias, seed=40 + k, mode="torch")
+
+
 @needs_triton
 @pytest.mark.parametrize("T", [1, 3, 7, 16, 33])
 @pytest.mark.parametrize("k", [2, 4])

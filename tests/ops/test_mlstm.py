@@ -216,6 +216,9 @@ def test_extreme_gates_stay_finite(mode):
     assert all(torch.isfinite(t).all() for t in (h, C, n, m))
     h.sum().backward()
     assert all(torch.isfinite(a.grad).all() for a in leaves)
+    with torch.no_grad():  # the decode path skips lower_bound's gradient guard: the same values
+        h0, st0 = run(mode, q, k, v, i, f, eps=1e-6)
+    assert torch.equal(h0, h.detach()) and all(torch.equal(a, b.detach()) for a, b in zip(st0, (C, n, m)))
 
 
 def test_long_sequence_stress_chunkwise_vs_fp64():

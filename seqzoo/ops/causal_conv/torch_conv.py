@@ -10,6 +10,9 @@ from .common import check, new_state, starts_cumsum, tap_keep, with_history
 def causal_conv1d_torch(x, weight, bias, state, segment_pos):
     k = check(x, weight, state, segment_pos)
     xs = with_history(x, state, k)
+    if segment_pos is None and x.shape[1] == 1:  # a decoded token: k multiply-adds, not a oneDNN conv call
+        y = (xs * weight.t().to(x.dtype)).sum(1, keepdim=True)  # xs (B, k, C): the buffer then x
+        return (y if bias is None else y + bias.to(x.dtype)), new_state(xs, k, None)
     if segment_pos is None:
         b = None if bias is None else bias.to(x.dtype)  # as the weight (fp32 parameters, 16-bit x)
         y = F.conv1d(xs.transpose(1, 2), weight.unsqueeze(1).to(x.dtype), b, groups=x.shape[-1])  # (B, C, T)

@@ -22,11 +22,17 @@ def mlstm_step(q, k, v, i, phi, state, eps: float = 1e-6):
     m_new = torch.maximum(phi + m, i)  # (B, H)
     fp = torch.exp(phi + m - m_new)
     ip = torch.exp(i - m_new)
-    C = fp[..., None, None] * C + (ip[..., None] * k)[..., :, None] * v[..., None, :]  # (B, H, K, V)
-    n = fp[..., None] * n + ip[..., None] * k  # (B, H, K)
-    num = torch.einsum("bhk,bhkv->bhv", q, C)
-    qn = torch.einsum("bhk,bhk->bh", q, n)
-    den = torch.maximum(qn.abs(), lower_bound(m_new)) + eps
+    ik = ip[..., None] * k  # (B, H, K)
+    # in place on the fresh f' C: two passes over the (K, V) state instead of three (outer product, then add);
+    # autograd allows it, as mul does not save its output
+    C = (fp[..., None, None] * C).addcmul_(ik[..., :, None], v[..., None, :])  # (B, H, K, V)
+    n = torch.addcmul(ik, fp[..., None], n)  # (B, H, K)
+    num = (q[..., None, :] @ C).squeeze(-2)  # (B, H, V)
+    qn = (q * n).sum(-1)  # (B, H)
+    # without autograd, plain exp(-m) has the same values (inf past the float range); lower_bound's guard only
+    # keeps a backward free of 0 * inf, at a dozen extra small ops per decoded token and layer
+    bound = lower_bound(m_new) if m_new.requires_grad else torch.exp(-m_new)
+    den = torch.maximum(qn.abs(), bound) + eps
     return num / den[..., None], (C, n, m_new)
 
 
