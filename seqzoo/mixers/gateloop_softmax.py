@@ -47,7 +47,9 @@ def softmax_gateloop_attention(q, k, v, log_mag, phase, cache: GateLoopSoftmaxCa
     q, k, v, log_mag = (t.to(dt) for t in (q, k, v, log_mag))
     phase = torch.zeros_like(log_mag) if phase is None else phase.to(dt)
     T = q.shape[1]
-    A, L, Phi = relative_scores(q, k, log_mag, phase)  # (B, H, T, T); fp64 sums from this call's start
+    q = q * scale  # the scores are linear in q: scaling (T, K) here spares a pass over (T, S + T)
+    # -inf above the diagonal: the causal mask among the new tokens (every cached key is visible to every query)
+    A, L, Phi = relative_scores(q, k, log_mag, phase, upper=float("-inf"))  # (B, H, T, T); fp64 sums of this call
     if cache is not None:
         L_S, Phi_S = cache.L[:, -1:], cache.Phi[:, -1:]
         Phi = Phi + Phi_S
@@ -63,9 +65,6 @@ def softmax_gateloop_attention(q, k, v, log_mag, phase, cache: GateLoopSoftmaxCa
         L_all, Phi_all = torch.cat([cache.L, L], 1), torch.cat([cache.Phi, Phi], 1)
     else:
         k_all, v_all, L_all, Phi_all = k, v, L, Phi
-    S = k_all.shape[1] - T
-    visible = torch.ones(T, S + T, dtype=torch.bool, device=q.device).tril(S)  # [n, m]: m <= S + n
-    A = (A * scale).masked_fill(~visible, float("-inf"))
     y = torch.einsum("bhnm,bmhv->bnhv", A.softmax(-1), v_all)
     return y, GateLoopSoftmaxCache(k_all, v_all, L_all, Phi_all)
 

@@ -33,15 +33,16 @@ def _pow2_pad(x: torch.Tensor, P: int) -> torch.Tensor:
     return x if P == T else torch.cat([x, x.new_zeros(*x.shape[:2], P - T, *x.shape[3:])], dim=2)
 
 
-def relative_scores(q, k, log_mag, phase) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``A (B, H, T, T)`` of the surrogate form (compute dtype) and the fp64 cumulative sums ``L, Φ (B, T, H, K)``."""
+def relative_scores(q, k, log_mag, phase, upper: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``A (B, H, T, T)`` of the surrogate form (compute dtype; ``upper`` above the diagonal) and the fp64
+    cumulative sums ``L, Φ (B, T, H, K)``."""
     T = q.shape[1]
     L = log_mag.double().cumsum(1)  # (B, T, H, K) fp64
     Phi = phase.double().cumsum(1)
     q, k, log_mag, phase = (t.transpose(1, 2) for t in (q, k, log_mag, phase))  # heads first
     qh, kh, _ = rotating_frame(q, k, phase, dim=2)  # (B, H, T, 2, K)
     P = 1 << (T - 1).bit_length()
-    A = decayed_scores(_pow2_pad(qh, P), _pow2_pad(kh, P), _pow2_pad(log_mag, P))
+    A = decayed_scores(_pow2_pad(qh, P), _pow2_pad(kh, P), _pow2_pad(log_mag, P), upper=upper)
     return A[..., :T, :T], L, Phi
 
 

@@ -15,11 +15,14 @@ a matmul whose two factors are both <= 1 (no overflow for any decay strength; a 
 belongs to a product that is smaller still); the two diagonal halves recurse, down to the single-token diagonal
 q_τ·k_τ. The prefix sums b are float64, so the differences carry ~1e-16·|b| absolute error (no cancellation
 trouble in fp32 after resets, where |b| is large); they are cast to the compute dtype before ``exp``.
-Work: log₂P batched matmuls with O(P²·R·K) flops in all, plus O(P·K·log₂P) exponentials.
+Work: log₂P batched matmuls with O(P²·R·K) flops in all, plus O(P·K·log₂P) exponentials; the entries are placed
+by one scatter into a zero (P, P) matrix.
 Reference: ``decayed_scores_naive`` (the pairwise exponents, built as segment sums).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -29,16 +32,17 @@ from ...errors import InputError
 _SMALL = 2
 
 
-def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, b: torch.Tensor | None = None):
+def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, b: torch.Tensor | None = None, upper: float = 0.0):
     """``q, k (..., P, R, K)``, ``lam (..., P, K)`` (<= 0), P a power of two -> ``A (..., P, P)`` (see the module).
 
-    ``b``: the float64 prefix sums ``lam.double().cumsum(-2)`` when the caller has them already."""
+    ``b``: the float64 prefix sums ``lam.double().cumsum(-2)`` when the caller has them already. ``upper``: the
+    value above the diagonal (``-inf`` hands a causal softmax its mask for free)."""
     *lead, P, R, K = q.shape
     if P & (P - 1):
         raise InputError(f"decayed_scores: the block length P must be a power of two, got {P}")
     if b is None:
         b = lam.double().cumsum(-2)
-    blocks = (q * k).sum((-2, -1))[..., None, None]  # (..., P, 1, 1): the diagonal τ = σ, decay e^0
+    parts = [(q * k).sum((-2, -1))]  # (..., P): the diagonal τ = σ, decay e^0
     s = 2
     while s <= P:
         h = s // 2
@@ -54,12 +58,28 @@ def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, b: torch
             quad = (qs[..., :, None, :, :] * ks[..., None, :, :, :]).sum((-2, -1))  # (..., P/s, h, h)
         else:
             quad = qs.flatten(-2) @ ks.flatten(-2).transpose(-1, -2)
-        upper, lower = blocks.reshape(*lead, P // s, 2, h, h).unbind(-3)  # the two diagonal sub-blocks
-        top = torch.cat([upper, torch.zeros_like(quad)], dim=-1)  # (..., P/s, h, s)
-        bottom = torch.cat([quad, lower], dim=-1)
-        blocks = torch.cat([top, bottom], dim=-2)  # (..., P/s, s, s)
+        parts.append(quad.flatten(-3))
         s *= 2
-    return blocks.reshape(*lead, P, P)
+    # every lower-triangle entry belongs to exactly one part: one scatter into zeros places them all (its backward
+    # is one gather), where assembling the blocks level by level copied the growing matrix three times per level
+    A = q.new_full((*lead, P * P), upper)
+    A.index_copy_(-1, _lower_positions(P, q.device), torch.cat(parts, dim=-1))
+    return A.view(*lead, P, P)
+
+
+@functools.lru_cache(maxsize=64)
+def _lower_positions(P: int, device: torch.device) -> torch.Tensor:
+    """Flat indices ``τ·P + σ`` of the diagonal, then of each level's lower-left quadrants (block j, row a, column
+    b: τ = j·s + h + a, σ = j·s + b), in the order ``decayed_scores`` concatenates their values."""
+    idx = [torch.arange(P) * (P + 1)]
+    s = 2
+    while s <= P:
+        h = s // 2
+        j = torch.arange(P // s)[:, None, None] * s
+        a, c = torch.arange(h)[None, :, None], torch.arange(h)[None, None, :]
+        idx.append(((j + h + a) * P + j + c).flatten())
+        s *= 2
+    return torch.cat(idx).to(device)
 
 
 def segment_sums(x: torch.Tensor) -> torch.Tensor:
