@@ -46,7 +46,6 @@ def softmax_gateloop_attention(q, k, v, log_mag, phase, cache: GateLoopSoftmaxCa
     dt = torch.promote_types(q.dtype, torch.float32)
     q, k, v, log_mag = (t.to(dt) for t in (q, k, v, log_mag))
     phase = torch.zeros_like(log_mag) if phase is None else phase.to(dt)
-    T = q.shape[1]
     q = q * scale  # the scores are linear in q: scaling (T, K) here spares a pass over (T, S + T)
     # -inf above the diagonal: the causal mask among the new tokens (every cached key is visible to every query)
     A, L, Phi = relative_scores(q, k, log_mag, phase, upper=float("-inf"))  # (B, H, T, T); fp64 sums of this call

@@ -32,7 +32,9 @@ from ...errors import InputError
 _SMALL = 2
 
 
-def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, b: torch.Tensor | None = None, upper: float = 0.0):
+def decayed_scores(
+    q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, b: torch.Tensor | None = None, upper: float = 0.0
+):
     """``q, k (..., P, R, K)``, ``lam (..., P, K)`` (<= 0), P a power of two -> ``A (..., P, P)`` (see the module).
 
     ``b``: the float64 prefix sums ``lam.double().cumsum(-2)`` when the caller has them already. ``upper``: the
