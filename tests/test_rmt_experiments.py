@@ -65,8 +65,11 @@ def test_rmt_curriculum_methods_and_segments(tmp_path, data):
         batch_size=4,
         eval_samples=8,
         tokenizer="byte",
+        seeds="0",
+        pretrain_steps=0,  # random initialisation (the pre-trained path: tests/test_rmt_curriculum_protocol.py)
     )
     rows = res["results"]
+    assert {r["pretrained"] for r in rows} == {""}
     assert {(r["method"], r["n_eval"]) for r in rows} == {(m, n) for m in ("naive", "fixed") for n in (1, 2, 3)}
     fixed = next(r for r in rows if r["method"] == "fixed")
     assert fixed["stage_steps"].startswith("1:")  # the curriculum starts at one segment

@@ -2,16 +2,21 @@
 
 * ``rmt-memory``: a memory task with RMT vs the same backbone with zero memory tokens (does memory carry
   the fact across segments?).
-* ``rmt-curriculum``: naive training at N segments vs a curriculum 1 -> N (fixed per stage, or mixing all
-  previous lengths), evaluated at 1 ... 2N segments (generalisation to more segments than trained).
+* ``rmt-curriculum``: the protocol of arXiv:2304.11062 Fig. 11 at CPU scale: ``memorize`` (the fact always in
+  the first segment), a backbone pre-trained on text (masked-LM on the task's training book text,
+  rmt_pretrain.py) fine-tuned at a low learning rate; naive training at N segments vs a curriculum 1 -> N (fixed
+  per stage, or mixing all previous lengths), evaluated at 1 ... 16 segments (more than trained).
 * ``rmt-resources``: the AAAI appendix Fig. 10 setting at CPU scale: peak memory and time per training /
   validation iteration vs input length for RMT (two segment sizes) and full attention on the whole input
   (a measurement, not a training sweep: every point runs in a fresh process).
 
 ``rmt-memory`` and ``rmt-curriculum`` train through the sweep runner (seqzoo/sweep): one folder per run under
 ``runs/<hash of the whole configuration>`` (task, model, curriculum, optimiser, evaluation, seed, code version),
-so an unchanged rerun trains nothing and a changed setting trains only the runs it changes. The curriculum
-trainer keeps no checkpoint, so a run cut before its end starts again from step 0. The bAbI / noise data come from
+so an unchanged rerun trains nothing and a changed setting trains only the runs it changes. The runner has no
+dependencies: ``rmt-curriculum`` runs its pre-training sweep (one run) first and puts that run's key into every
+curriculum run's configuration (``model.pretrained``), so a changed pre-training retrains them; they load the
+encoder from ``runs/<key>/backbone`` in the same output folder. The curriculum (and pre-training) trainers keep no
+checkpoint, so a run cut before its end starts again from step 0. The bAbI / noise data come from
 ``data_dir=`` or ``$SEQZOO_DATA`` (a folder holding ``babi/``, ``gutenberg-nltk/``, ``gpt2-bpe/``).
 
 Each writes ``config.json``, ``results.{json,csv,md}`` and a PNG plot into the output folder.
@@ -65,6 +70,27 @@ def _model(vocab_size: int, m: int, L: int, kind: str = "rmt-tiny", **rmt):
     return build_rmt(kind, vocab_size=vocab_size, rmt_overrides={"num_mem_tokens": m, "segment_size": L, **rmt})
 
 
+def _pretrained_model(pre_run: Path, task, spec: dict[str, Any], **rmt):
+    """RMT around the encoder saved by the pre-training run ``pre_run``; memory, [CLS] and head start random
+    (from the run's seed, which is set before this call)."""
+    from ..models.base import MODEL_TYPES
+    from ..models.presets import PRESETS
+    from ..models.presets.rmt import RMT_DEFAULTS
+    from ..models.rmt import RMT, RMTConfig
+    from .rmt_pretrain import BACKBONE_DIR
+
+    path = pre_run / BACKBONE_DIR
+    if not (pre_run / "done.json").is_file():
+        raise InputError(f"pre-trained backbone {path} is missing: its pre-training run has not finished")
+    enc = MODEL_TYPES[PRESETS[spec["preset"]].kind].from_pretrained(path)
+    if enc.config.vocab_size != task.vocab_size + 1:  # the task's compact vocabulary + [MASK]
+        raise InputError(
+            f"pre-trained backbone {path} has vocab_size {enc.config.vocab_size}; this task needs {task.vocab_size + 1}"
+        )
+    over = {"num_mem_tokens": spec["num_mem_tokens"], "segment_size": task.segment_size, **rmt}
+    return RMT(enc, RMTConfig(**{**RMT_DEFAULTS[spec["preset"]], **over}))
+
+
 def rmt_run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """Sweep run function: build the bAbI task, seed, build the RMT (``config["model"]``), train it with
     ``train_curriculum`` (``config["curriculum"]``, ``config["optim"]``), then score the test split at each
@@ -77,7 +103,10 @@ def rmt_run(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     seed_everything(seed)  # before the model is built: its initialisation depends on the seed only
     spec = config["model"]
     extra = {"pool": spec["pool"]} if spec.get("pool") else {}
-    model = _model(task.vocab_size, spec["num_mem_tokens"], task.segment_size, kind=spec["preset"], **extra)
+    if spec.get("pretrained"):  # the key of a pre-training run in the same sweep folder (rmt_pretrain.py)
+        model = _pretrained_model(Path(run_dir).parent / spec["pretrained"], task, spec, **extra)
+    else:
+        model = _model(task.vocab_size, spec["num_mem_tokens"], task.segment_size, kind=spec["preset"], **extra)
     cur = Curriculum(**config["curriculum"])
     opt = config["optim"]
     res = train_curriculum(
@@ -222,63 +251,100 @@ def rmt_memory(
 
 @register_experiment(
     "rmt-curriculum",
-    "RMT curriculum (fixed / mixed) vs naive training; accuracy vs segments (E4/E5)",
+    "RMT curriculum (fixed / mixed) vs naive training on memorize, pre-trained backbone; accuracy vs segments (E4/E5)",
     aliases=("rmt_curriculum",),
 )
 def rmt_curriculum(
     out_dir: Path,
-    task: str = "detect",
+    task: str = "memorize",
     n_train: int = 4,
-    segment_size: int = 16,
+    segment_size: int = 64,
     mem: int = 4,
-    total_steps: int = 800,
+    total_steps: int = 4000,
     methods: str = "naive,fixed,mixed",
-    eval_max: int = 0,
+    eval_max: int = 16,
     batch_size: int = 32,
-    lr: float = 1e-3,
+    lr: float = 1e-4,
     eval_samples: int = 300,
-    seeds: str = "0",
+    seeds: str = "0,1",
     procs: int = 1,
     data_dir: str | None = None,
     tokenizer: str = "gpt2",
     cache_dir: str | None = None,
+    pretrain_steps: int = 2000,
+    pretrain_lr: float = 1e-3,
+    pretrain_batch_size: int = 32,
 ) -> dict:
-    """``eval_max`` = 0 evaluates at 1 ... 2 ``n_train`` segments."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The protocol of arXiv:2304.11062 Fig. 11 at CPU scale (docs/rmt.md E4/E5): ``memorize`` (the fact always
+    in the first segment), a backbone pre-trained on text (``pretrain_steps`` of masked-LM, rmt_pretrain.py; 0 =
+    random initialisation) fine-tuned with a low learning rate ``lr`` (AdamW, warm-up a third of each stage, as the
+    paper's scripts); ``naive`` = ``total_steps`` at ``n_train`` segments, ``fixed`` / ``mixed`` = stages
+    1..``n_train`` of ``total_steps // n_train`` steps each; test accuracy at 1..``eval_max`` segments (0 = 2
+    ``n_train``)."""
     from ..train.curriculum import Curriculum
+    from .rmt_pretrain import FN as PRETRAIN_FN
+    from .rmt_pretrain import pretrain_config
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    n_train, total_steps = int(n_train), int(total_steps)
+    n_train, total_steps, pretrain_steps = int(n_train), int(total_steps), int(pretrain_steps)
+    if n_train < 1 or total_steps < n_train:
+        raise InputError(
+            f"n_train must be >= 1 and total_steps >= n_train, got n_train={n_train}, total_steps={total_steps}"
+        )
+    if pretrain_steps < 0:
+        raise InputError(f"pretrain_steps must be >= 0 (0 = no pre-training), got {pretrain_steps}")
     eval_max = int(eval_max) or 2 * n_train
+    if eval_max < 1:
+        raise InputError(f"eval_max must be >= 1 (0 = 2 * n_train), got {eval_max}")
     methods = choose(as_list(methods), {"naive", "fixed", "mixed"}, "methods")
     task_cfg = _task_config(task, n_train, segment_size, "class", tokenizer, data_dir, cache_dir)
+    model = {"preset": "rmt-tiny", "num_mem_tokens": int(mem), "pool": "cls"}
+    pre = None
+    if pretrain_steps:  # the runner knows no dependencies: the pre-training runs first, its key goes into the config
+        pre_cfg = pretrain_config(
+            {**task_cfg, "n_segments": 1},  # only its vocabulary and book text are used: not keyed by n_train
+            "rmt-tiny",
+            int(segment_size) + int(mem) + 1,
+            pretrain_steps,
+            pretrain_batch_size,
+            pretrain_lr,
+            0.15,
+        )
+        pre = run_specs(out, [RunSpec(PRETRAIN_FN, pre_cfg, {"run": "pretrain"})])[0]
+        model["pretrained"] = pre["key"]
+        (out / "pretrain.json").write_text(
+            json.dumps({"key": pre["key"], **{k: v for k, v in pre["metrics"].items() if k != "curve"}}, indent=2)
+            + "\n"
+        )
     base = {
         "task": task_cfg,
-        "model": {"preset": "rmt-tiny", "num_mem_tokens": int(mem), "pool": "cls"},
-        "optim": {"lr": float(lr), "batch_size": int(batch_size), "warmup_steps": 50},
+        "model": model,
         "eval_every": 50,
         "valid_samples": 200,
         "eval": {"segments": list(range(1, eval_max + 1)), "samples": int(eval_samples)},
     }
 
-    def curriculum(method: str) -> dict[str, Any]:
+    def arm(method: str) -> dict[str, Any]:
+        """Curriculum and optimiser of one arm. As in the paper's scripts, a stage runs its step budget (keeping its
+        best weights) unless it has converged (two validations >= 0.99); the no-improvement patience rule is off:
+        at a low learning rate a stage sits at chance for hundreds of steps before it learns, and patience would
+        move on before that. The warm-up is a third of a stage (the scripts)."""
         if method == "naive":
-            return asdict(Curriculum.naive(n_train, total_steps))
-        stages = list(range(1, n_train + 1))
-        return asdict(Curriculum(stages=stages, mix_previous=method == "mixed", steps_per_stage=total_steps // n_train))
+            cur = Curriculum.naive(n_train, total_steps)
+        else:
+            stages = list(range(1, n_train + 1))
+            cur = Curriculum(
+                stages=stages, mix_previous=method == "mixed", steps_per_stage=total_steps // n_train, patience=10**9
+            )
+        optim = {"lr": float(lr), "batch_size": int(batch_size), "warmup_steps": max(1, cur.steps_per_stage // 3)}
+        return {"curriculum": asdict(cur), "optim": optim}
 
     seeds = as_ints(seeds)
-    (out / "config.json").write_text(json.dumps({**base, "methods": methods, "seeds": seeds}, indent=2) + "\n")
-    specs = [
-        RunSpec(RUN, {**base, "seed": s, "curriculum": curriculum(m)}, {"method": m, "seed": s})
-        for s in seeds
-        for m in methods
-    ]
+    (out / "config.json").write_text(
+        json.dumps({**base, "arms": {m: arm(m) for m in methods}, "seeds": seeds}, indent=2) + "\n"
+    )
+    specs = [RunSpec(RUN, {**base, **arm(m), "seed": s}, {"method": m, "seed": s}) for s in seeds for m in methods]
     rows = []
     for r in run_specs(out, specs, int(procs)):
         met = r["metrics"]
@@ -293,6 +359,9 @@ def rmt_curriculum(
                     "num_mem_tokens": int(mem),
                     "accuracy": acc,
                     "no_memory_ceiling": ceil,
+                    "chance": round(1 / 6, 4),
+                    "lr": float(lr),
+                    "pretrained": pre["key"] if pre else "",
                     "train_steps": met["steps"],
                     "train_time_s": met["train_s"],
                     "stage_steps": met["stage_steps"],
@@ -300,15 +369,26 @@ def rmt_curriculum(
                 }
             )
     write_rows(out, rows)
+    _plot_curriculum(rows, methods, out / "accuracy_vs_segments.png", task, n_train, int(segment_size), int(mem), pre)
+    return {"results": rows}
+
+
+def _plot_curriculum(rows, methods, path: Path, task: str, n_train: int, L: int, m: int, pre) -> None:
+    """Mean accuracy over seeds vs segments at evaluation, one line per arm, with the no-memory ceiling."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for method in methods:
-        pts = {}
+        pts: dict[int, list[float]] = {}
         for r in rows:
             if r["method"] == method:
                 pts.setdefault(r["n_eval"], []).append(r["accuracy"])
         xs = sorted(pts)
         ax.plot(xs, [sum(pts[x]) / len(pts[x]) for x in xs], marker="o", label=method)
-    ceil_pts = {}
+    ceil_pts: dict[int, float] = {}
     for r in rows:
         ceil_pts.setdefault(r["n_eval"], r["no_memory_ceiling"])
     xs = sorted(ceil_pts)
@@ -317,12 +397,12 @@ def rmt_curriculum(
     ax.set_xlabel("segments at evaluation")
     ax.set_ylabel("test accuracy (mean over seeds)")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"RMT {task}: trained on N={n_train}, L={segment_size}, m={mem}")
+    init = "pre-trained" if pre else "random init"
+    ax.set_title(f"RMT {task} ({init}): trained on N={n_train}, L={L}, m={m}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "accuracy_vs_segments.png", dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
-    return {"results": rows}
 
 
 # ---------------------------------------------------------------- resources (Fig. 10 at CPU scale)
