@@ -4,7 +4,8 @@ runner (seqzoo/sweep), then one report folder (``report.md``, self-contained ``r
 Suites and probes are in ``zoo_probes.py``, the models in ``zoo_models.py``, the report in ``zoo_report.py``. Run
 folders live under ``<out>/runs/<hash>``: rerunning the same command retrains nothing, changing one setting
 retrains only the runs it touches. The text probe needs a corpus (``data=`` / ``$SEQZOO_DATA``); without one it is
-skipped and the report says so.
+skipped and the report says so. ``probe_specs`` (probes × models × seeds -> run specs) is shared with the
+experiments built on the zoo's probes and models (``length_gen.py``: ``griffin-copying``, ``xlstm-formal``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ OPTIONS: dict[str, Any] = {
 }
 
 
-def _positive_int(name: str, v: Any) -> int:
+def positive_int(name: str, v: Any) -> int:
     try:
         n = int(v)
     except (TypeError, ValueError):
@@ -53,7 +54,6 @@ def build_specs(opts: dict[str, Any]) -> tuple[list[RunSpec], dict[str, Any]]:
     """The grid of the resolved options, and the settings the report shows (including skipped probes)."""
     suite = SUITES[opts["suite"]]
     models = choose([m for m in opts["models"].split(",") if m] or list(ZOO_MODELS), set(ZOO_MODELS), "models")
-    lm_models = [m for m in models if m in LM_MODELS]  # a probe without its own list runs these
     probes: list[Probe] = list(suite["probes"])
     if opts["task"]:
         task = dict(opts["task"])
@@ -66,7 +66,7 @@ def build_specs(opts: dict[str, Any]) -> tuple[list[RunSpec], dict[str, Any]]:
     seeds = [int(s) for s in opts["seeds"].split(",") if s] if opts["seeds"] else list(suite["seeds"])
     for k in ("d_model", "n_layers", "steps", "batch_size", "procs"):
         if opts[k] is not None:
-            opts[k] = _positive_int(k, opts[k])
+            opts[k] = positive_int(k, opts[k])
     if opts["lr"] is not None and not float(opts["lr"]) > 0:
         raise InputError(f"lr must be > 0, got {opts['lr']!r}")
     d_model = opts["d_model"] or suite["d_model"]
@@ -76,18 +76,47 @@ def build_specs(opts: dict[str, Any]) -> tuple[list[RunSpec], dict[str, Any]]:
     casts = (("steps", int), ("batch_size", int), ("lr", float), ("device", str))
     overrides = {k: cast(opts[k]) for k, cast in casts if opts[k] is not None}
     text = find_data(opts["data"] or None, TEXT)
+    specs, skipped, probe_info = probe_specs(probes, models, seeds, d_model, n_layers, budget, overrides, text)
+    settings = {
+        "suite": opts["suite"],
+        "models": models,
+        "seeds": seeds,
+        "d_model": d_model,
+        "n_layers": n_layers,
+        "probes": probe_info,
+        "skipped": skipped,
+        "text": str(text) if text else None,
+    }
+    return specs, settings
+
+
+def probe_specs(
+    probes: list[Probe],
+    models: list[str],
+    seeds: list[int],
+    d_model: int,
+    n_layers: int,
+    budget: dict[str, Any],
+    overrides: dict[str, Any] | None = None,
+    text: Path | None = None,
+) -> tuple[list[RunSpec], list[str], list[dict[str, Any]]]:
+    """The sweep grid of ``probes`` (every difficulty setting × model × seed) at one width and depth: the zoo's and
+    every experiment built on its probes (``length_gen.py``). A probe's training settings are ``budget``, then the
+    probe's own ``train``, then ``overrides`` (command-line options win). A probe without its own model list runs
+    the LM models among ``models``. Returns (specs, skipped probes with the reason, per-probe info for reports)."""
+    from ..tasks import build_task
+
+    lm_models = [m for m in models if m in LM_MODELS]
     specs, skipped, probe_info = [], [], []
     for p in probes:
         if p.needs_text and text is None:
             skipped.append(f"{p.name}: no text corpus (pass data=PATH or set $SEQZOO_DATA)")
             continue
-        train = {**budget, **p.train, **overrides}
+        train = {**budget, **p.train, **(overrides or {})}
         if train["eval_every"] >= train["steps"]:
             train["eval_every"] = 0
         for value in p.settings():
             task = {**p.task_args(value), **({"path": str(text)} if p.needs_text else {})}
-            from ..tasks import build_task
-
             t = build_task(**task)  # refuses bad task arguments before any run starts
             for m in p.models or lm_models:
                 if m not in models:
@@ -103,17 +132,7 @@ def build_specs(opts: dict[str, Any]) -> tuple[list[RunSpec], dict[str, Any]]:
                     labels = {"probe": p.name, "setting": "-" if value is None else f"{p.axis}={value}", "model": m}
                     specs.append(RunSpec(FN, cfg, {**labels, "seed": seed}))
         probe_info.append({"probe": p, "train": train, "task": p.task})
-    settings = {
-        "suite": opts["suite"],
-        "models": models,
-        "seeds": seeds,
-        "d_model": d_model,
-        "n_layers": n_layers,
-        "probes": probe_info,
-        "skipped": skipped,
-        "text": str(text) if text else None,
-    }
-    return specs, settings
+    return specs, skipped, probe_info
 
 
 @register_experiment("zoo", "every seed system on the zoo's probes at one budget; report.md + report.html")
