@@ -6,10 +6,10 @@ Modules are discovered automatically, so adding a mixer means adding one file he
 import importlib
 import pkgutil
 
-from .base import MIXERS, Mixer, build_mixer, register_mixer
+from .base import MIXERS, Mixer, build_mixer, collect_optim_overrides, register_mixer
 
 for _info in pkgutil.iter_modules(__path__):
     if not _info.name.startswith("_") and _info.name != "base":
         importlib.import_module(f"{__name__}.{_info.name}")
 
-__all__ = ["MIXERS", "Mixer", "build_mixer", "register_mixer"]
+__all__ = ["MIXERS", "Mixer", "build_mixer", "collect_optim_overrides", "register_mixer"]

@@ -51,6 +51,23 @@ def build_mixer(name: str, d_model: int, **kwargs: Any) -> Mixer:
     return MIXERS[name](d_model=d_model, **kwargs)
 
 
+def collect_optim_overrides(module: nn.Module) -> dict[str, dict[str, float]]:
+    """Every mixer's ``optim_overrides()`` inside ``module`` (itself included), keyed by full parameter name.
+
+    The one place optimiser hints are gathered: any model or wrapper (an RMT around a backbone, a classifier)
+    gets its mixers' hints, whatever trainer builds the optimiser. Two hints for one parameter must agree.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for mod_name, mod in module.named_modules():
+        if not isinstance(mod, Mixer):
+            continue
+        for pname, setting in mod.optim_overrides().items():
+            full = f"{mod_name}.{pname}" if mod_name else pname
+            if out.setdefault(full, setting) != setting:
+                raise InputError(f"conflicting optimiser overrides for {full}: {out[full]} and {setting}")
+    return out
+
+
 class Mixer(nn.Module):
     """Base class of every token mixer.
 

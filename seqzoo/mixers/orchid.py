@@ -49,6 +49,15 @@ def _pos_int(name: str, value: Any) -> None:
         raise InputError(f"{name} must be a positive int, got {value!r}")
 
 
+def check_optim_setting(name: str, value: Any, none_ok: bool = False) -> None:
+    """An optimiser setting: a finite float >= 0 (0 freezes, as Hyena's recall configs do with ``lr_pos_emb``)."""
+    if value is None and none_ok:
+        return
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf
+    if not ok:
+        raise InputError(f"{name} must be a finite number >= 0{' or None' if none_ok else ''}, got {value!r}")
+
+
 def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
     """fp32 when any input is half precision (torch.fft has no bf16), else the widest input dtype."""
     if any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors):
@@ -289,6 +298,8 @@ class Orchid(Mixer):
         _check_kernel("conv_size", conv_size, short_padding)
         if d_context is not None and not cross:
             raise InputError("d_context is only used with cross=True")
+        for name, value in (("filter_lr", filter_lr), ("filter_wd", filter_wd), ("pos_lr", pos_lr)):
+            check_optim_setting(name, value, none_ok=name != "filter_wd")
         D = d_model
         self.conditioning, self.conv, self.condition_on = conditioning, conv, condition_on
         self.conv_size, self.short_padding, self.fft_scaling, self.l_max = conv_size, short_padding, fft_scaling, l_max
@@ -419,16 +430,23 @@ class Orchid(Mixer):
 
     # -------------------------------------------------------------- optimiser
     def optim_overrides(self) -> dict[str, dict[str, float]]:
-        """Hyena/M2 groups: filter FFN (lr ``filter_lr``, wd ``filter_wd``), positional features
-        (lr ``pos_lr``, no wd), conditioning network (no wd). Off with ``param_groups=False``."""
+        """Hyena's optimiser rule for the implicit filters (arXiv:2302.10866; safari's ``HyenaFilter`` tags
+        them with ``_optim``): the filter FFN and its Sin frequencies train at ``filter_lr`` with weight decay
+        ``filter_wd``, the positional features ``pos_z`` at ``pos_lr`` without weight decay. Everything else,
+        the filters' direct term ``skip`` and the conditioning network included, keeps the trainer's default
+        (the authors' block: ``lr``/``wd`` None). ``filter_lr``/``pos_lr`` None: the base rate. Off (one
+        group) with ``param_groups=False``."""
         if not self.param_groups:
             return {}
-        out: dict[str, dict[str, float]] = {}
         filt = {"weight_decay": self.filter_wd, **({"lr": self.filter_lr} if self.filter_lr is not None else {})}
         pos = {"weight_decay": 0.0, **({"lr": self.pos_lr} if self.pos_lr is not None else {})}
-        for name, _ in self.named_parameters():
-            if name.startswith(("filter.", "filter_res.")):
-                out[name] = pos if name.endswith("pos_z") else filt
-            elif name.startswith("cond."):
-                out[name] = {"weight_decay": 0.0}
+        out: dict[str, dict[str, float]] = {}
+        for prefix in ("filter", "filter_res"):
+            filt_mod = getattr(self, prefix)
+            if filt_mod is None:
+                continue
+            out[f"{prefix}.pos_z"] = pos
+            out[f"{prefix}.freq"] = filt
+            for name, _ in filt_mod.linears.named_parameters():
+                out[f"{prefix}.linears.{name}"] = filt
         return out

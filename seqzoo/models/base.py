@@ -12,6 +12,7 @@ from torch import nn
 
 from ..blocks import BLOCKS, make_norm
 from ..errors import InputError, MissingFileError
+from ..mixers.base import collect_optim_overrides
 from .config import ModelConfig, drop_unused_mixer_settings
 
 CONFIG_NAME = "config.json"
@@ -131,14 +132,7 @@ class SeqzooModel(nn.Module):
 
     def optim_overrides(self) -> dict[str, dict[str, float]]:
         """Collect the mixers' per-parameter optimiser overrides under their full parameter names."""
-        out: dict[str, dict[str, float]] = {}
-        for mod_name, mod in self.named_modules():
-            hook = getattr(mod, "optim_overrides", None)
-            if mod is self or hook is None:
-                continue
-            for pname, setting in hook().items():
-                out[f"{mod_name}.{pname}"] = setting
-        return out
+        return collect_optim_overrides(self)
 
     # ------------------------------------------------------------- save / load
     def save_pretrained(self, directory: str | Path) -> Path:

@@ -24,6 +24,7 @@ import torch
 
 from ..errors import InputError, TrainingDivergedError
 from ..tasks.base import IGNORE_INDEX
+from .optim import param_groups
 
 
 @dataclass
@@ -77,10 +78,22 @@ class OptimConfig:
     batch_size: int = 64
 
 
-def lr_at(step: int, total: int, cfg: OptimConfig) -> float:
+def lr_scale(step: int, total: int, cfg: OptimConfig) -> float:
+    """Multiplier of each group's base rate at step ``step`` of a ``total``-step stage."""
     if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    return cfg.lr * max(0.0, (total - step) / max(1, total - cfg.warmup_steps))
+        return (step + 1) / cfg.warmup_steps
+    return max(0.0, (total - step) / max(1, total - cfg.warmup_steps))
+
+
+def lr_at(step: int, total: int, cfg: OptimConfig) -> float:
+    return cfg.lr * lr_scale(step, total, cfg)
+
+
+def build_stage_optimizer(model, cfg: OptimConfig) -> torch.optim.AdamW:
+    """A stage's AdamW: ``cfg.weight_decay`` on every parameter (the RMT scripts' rule) except where a mixer
+    declares its own optimiser hints (``Mixer.optim_overrides``), which keep their rate and weight decay."""
+    groups = param_groups(model, cfg, decay="all")
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
 
 
 @torch.no_grad()
@@ -144,13 +157,13 @@ def train_curriculum(
     summaries, carry, global_step, t0 = [], 0, 0, time.time()
     for si, N in enumerate(curriculum.stages):
         budget = curriculum.steps_per_stage + carry
-        params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay)
+        opt = build_stage_optimizer(model, optim)
+        params = [p for g in opt.param_groups for p in g["params"]]
         best, best_state, history, step = -1.0, None, [], 0
         model.train()
         for step in range(budget):
             for g in opt.param_groups:
-                g["lr"] = lr_at(step, budget, optim)
+                g["lr"] = g["base_lr"] * lr_scale(step, budget, optim)
             n = curriculum.batch_segments(si, rng)
             x, y = task.with_segments(n).build(optim.batch_size, seed * 1_000_003 + global_step, "train")
             loss = model(x, labels=y, return_logits=False).loss

@@ -190,7 +190,6 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
 
     torch.manual_seed(cfg.seed)
     model.to(device)
-    overrides_map = model.optim_overrides() if hasattr(model, "optim_overrides") else {}
     start_step = 0
     resume_state = None
     if resuming:
@@ -202,7 +201,7 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
         for name, content in run_files.items():
             (out / name).write_text(json.dumps(content, indent=2, default=str) + "\n")
     train_model = wrap_model(model, kind, device) if kind != "none" else model
-    optimizer = build_optimizer(model, cfg, overrides_map)
+    optimizer = build_optimizer(model, cfg)  # groups from the mixers' hints, wrapped models included
     if resume_state is not None:
         load_optimizer_state(train_model, optimizer, resume_state["optimizer"])
         torch.set_rng_state(resume_state["rng"])

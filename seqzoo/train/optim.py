@@ -1,8 +1,11 @@
 """AdamW with parameter groups and the warmup + cosine learning-rate schedule.
 
 Default grouping: weight decay on matrices (dim >= 2) except embeddings; none on biases, norm gains and
-vectors. Mixers override per parameter through ``Mixer.optim_overrides()`` (absolute ``lr``, ``lr_scale``,
-``weight_decay``), e.g. GateLoop's state-transition projections.
+vectors. Mixers declare per-parameter hints through ``Mixer.optim_overrides()`` (absolute ``lr``,
+``lr_scale``, ``weight_decay``), e.g. GateLoop's state-transition projections or the implicit filters of
+Orchid and the long convolution (Hyena, arXiv:2302.10866: own rate, no weight decay). ``param_groups``
+gathers them from any module tree (``collect_optim_overrides``), so every trainer honours them: ``train``
+(and the sweep runs built on it) and the RMT curriculum (``train/curriculum.py``).
 """
 
 from __future__ import annotations
@@ -13,13 +16,25 @@ import torch
 from torch import nn
 
 from ..errors import InputError
+from ..mixers.base import collect_optim_overrides
 from .config import TrainConfig
 
+DECAY_RULES = ("matrices", "all")
 
-def param_groups(model: nn.Module, cfg: TrainConfig, overrides: dict[str, dict] | None = None) -> list[dict]:
-    overrides = (
-        overrides if overrides is not None else (model.optim_overrides() if hasattr(model, "optim_overrides") else {})
-    )
+
+def param_groups(
+    model: nn.Module, cfg: TrainConfig, overrides: dict[str, dict] | None = None, decay: str = "matrices"
+) -> list[dict]:
+    """AdamW groups of ``model``'s trainable parameters, one per distinct (lr, weight decay).
+
+    ``cfg`` gives the base ``lr`` and ``weight_decay`` (a ``TrainConfig`` or the curriculum's ``OptimConfig``).
+    ``overrides`` (full parameter name -> hint) defaults to the mixers' own hints. ``decay``: which parameters
+    without a hint get ``cfg.weight_decay``: ``"matrices"`` (dim >= 2, embeddings excluded) or ``"all"``.
+    Each group records its parameter ``names`` and its ``base_lr`` (the schedule multiplies it).
+    """
+    if decay not in DECAY_RULES:
+        raise InputError(f"decay must be one of {DECAY_RULES}, got {decay!r}")
+    overrides = collect_optim_overrides(model) if overrides is None else overrides
     known = {n for n, _ in model.named_parameters()}
     stray = set(overrides) - known
     if stray:
@@ -28,10 +43,10 @@ def param_groups(model: nn.Module, cfg: TrainConfig, overrides: dict[str, dict] 
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        decay = p.dim() >= 2 and not name.startswith("embed.")
+        decayed = decay == "all" or (p.dim() >= 2 and not name.startswith("embed."))
         setting = overrides.get(name, {})
         lr = setting.get("lr", cfg.lr * setting.get("lr_scale", 1.0))
-        wd = setting.get("weight_decay", cfg.weight_decay if decay else 0.0)
+        wd = setting.get("weight_decay", cfg.weight_decay if decayed else 0.0)
         key = (lr, wd)
         groups.setdefault(key, {"params": [], "names": [], "lr": lr, "base_lr": lr, "weight_decay": wd})
         groups[key]["params"].append(p)
