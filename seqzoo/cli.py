@@ -236,11 +236,22 @@ def cmd_zoo(args) -> int:
 
 
 # -------------------------------------------------------------------------- bench
-BENCH_OUT = {"mixers": "results/bench", "models": "results/bench-models", "decode": "results/bench-decode"}
+BENCH_OUT = {
+    "mixers": "results/bench",
+    "models": "results/bench-models",
+    "decode": "results/bench-decode",
+    "official": "results/bench-official",
+}
 
 
 def cmd_bench(args) -> int:
     out = args.out or BENCH_OUT[args.suite]
+    if args.suite == "official":
+        from .bench.official import run_from_args as run_official
+
+        args.out = out
+        rows = run_official(args)
+        return 0 if all(r["status"] in ("measured", "not importable") for r in rows) else 1
     if args.suite in ("models", "decode"):
         from .bench.models import run_from_args
 
@@ -412,8 +423,9 @@ def make_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "bench",
-        help="benchmarks vs sequence length, as ratios to attention in the same run",
-        description="Three suites; every figure is also a ratio to the attention baseline measured in the same run.\n"
+        help="benchmarks vs sequence length, as ratios to attention (or the official packages) in the same run",
+        description="Four suites; every figure is also a ratio to a baseline measured in the same run (attention;\n"
+        "the official package for 'official').\n"
         "  mixers (default): forward and forward+backward time and peak memory of mixers (and their\n"
         "      modes) vs sequence length -> bench.csv, bench.json, bench.png\n"
         "  models: whole models of each family (SDPA transformer, GateLoop, xLSTM[1:0], xLSTM[7:1],\n"
@@ -421,27 +433,37 @@ def make_parser() -> argparse.ArgumentParser:
         "      budget per step (forward + backward + the trainer's AdamW), then decode ms/token and\n"
         "      carried-state size vs context -> models.csv, models.json, config.json, models.png\n"
         "  decode: the decode points of 'models' only\n"
-        "On CPU every point runs in a fresh process (its own peak memory; a timeout is recorded as an\n"
-        "error); on CUDA points run in-process (max_memory_allocated, CUDA events, bf16 autocast).",
+        "  official: sLSTM layer, RG-LRU block and mLSTM chunkwise cell forward+backward against the\n"
+        "      official packages' CPU paths (xlstm vanilla, recurrentgemma torch, mlstm_kernels native),\n"
+        "      same weights, outputs checked first, min of interleaved runs, ratio official / ours\n"
+        "      -> official.json, official.csv, official.md (a package that does not import: a row with the reason)\n"
+        "On CPU every mixers/models point runs in a fresh process (its own peak memory; a timeout is recorded\n"
+        "as an error); on CUDA points run in-process (max_memory_allocated, CUDA events, bf16 autocast).\n"
+        "The official suite runs on CPU in one process.",
         epilog="examples:\n"
         "  seqzoo bench --mixers attention,local_attention --lengths 256,512,1024,2048\n"
         "  seqzoo bench --suite models                          # CPU: small models, T 128..1024\n"
         "  seqzoo bench --suite models --device cuda            # GPU: ~125M models, T 2k..16k\n"
-        "  seqzoo bench --suite decode --families hawk,griffin --decode-lengths 1024,4096,16384",
+        "  seqzoo bench --suite decode --families hawk,griffin --decode-lengths 1024,4096,16384\n"
+        "  seqzoo bench --suite official --out results/bench-official   # T 2048, 1 thread, 5 repeats",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument(
-        "--suite", default="mixers", choices=["mixers", "models", "decode"], help="what to measure (default: mixers)"
+        "--suite",
+        default="mixers",
+        choices=["mixers", "models", "decode", "official"],
+        help="what to measure (default: mixers)",
     )
     s.add_argument(
         "--lengths",
         help="comma-separated sequence lengths (default: 256,512,1024,2048 for mixers; "
-        "models: 128,256,512,1024 at --size small, 1024,4096 at --size 10m, 2048,4096,8192,16384 at --size 125m)",
+        "models: 128,256,512,1024 at --size small, 1024,4096 at --size 10m, 2048,4096,8192,16384 at --size 125m; "
+        "official: 2048)",
     )
     s.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (models on CUDA: bf16 autocast)")
-    s.add_argument("--threads", type=int, help="torch CPU threads per measurement (models suite default: 1)")
+    s.add_argument("--threads", type=int, help="torch CPU threads per measurement (models, official default: 1)")
     s.add_argument("--timeout", type=float, default=300.0, help="seconds per point before it is recorded as a timeout")
-    s.add_argument("--out", help="output folder (default: results/bench, results/bench-models or results/bench-decode)")
+    s.add_argument("--out", help="output folder (default: results/bench, results/bench-models, -decode, -official)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = s.add_argument_group("mixers suite")
     g.add_argument("--mixers", default="attention,local_attention", help="comma-separated mixer names")
@@ -455,6 +477,9 @@ def make_parser() -> argparse.ArgumentParser:
     from .bench.models import add_arguments
 
     add_arguments(s.add_argument_group("models and decode suites"))
+    from .bench.official import add_arguments as add_official_arguments
+
+    add_official_arguments(s.add_argument_group("official suite"))
     s.set_defaults(fn=cmd_bench)
 
     s = sub.add_parser(
