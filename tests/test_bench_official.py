@@ -28,7 +28,7 @@ def _require(pair: str) -> None:
     try:
         {
             "slstm": lambda: official.import_official("xlstm"),
-            "rglru": official.import_recurrentgemma_torch,
+            "rglru": lambda: official.import_recurrentgemma_torch(official.import_official),
             "mlstm": lambda: official.import_official("mlstm_kernels.torch.chunkwise.native"),
             "mlstm_custbw": lambda: official.import_official("mlstm_kernels.torch.chunkwise.native"),
         }[pair]()

@@ -31,9 +31,7 @@ from __future__ import annotations
 import csv
 import importlib
 import importlib.metadata
-import importlib.util
 import json
-import sys
 import time
 import types
 from collections.abc import Callable
@@ -44,6 +42,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError
+from ..parity.recurrentgemma import import_recurrentgemma_torch
 from .table import markdown_table
 
 # per pair: batch and widths (T comes from --lengths)
@@ -92,25 +91,6 @@ class Pair:
 def import_official(module: str) -> types.ModuleType:
     """Import an official package's module (an ImportError means: not installed / not importable)."""
     return importlib.import_module(module)
-
-
-def import_recurrentgemma_torch() -> types.ModuleType:
-    """``recurrentgemma.torch``. The package's ``__init__`` imports its JAX half (jax, flax), which the torch
-    modules never use; when JAX is missing, the torch modules are imported under a bare package object with the
-    same search path (the files are the installed ones, unchanged)."""
-    try:
-        return import_official("recurrentgemma.torch")
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] not in ("jax", "jaxlib", "flax", "orbax", "optax", "chex"):
-            raise
-    spec = importlib.util.find_spec("recurrentgemma")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("No module named 'recurrentgemma'", name="recurrentgemma")
-    pkg = types.ModuleType("recurrentgemma")
-    pkg.__path__ = list(spec.submodule_search_locations)
-    pkg.__version__ = importlib.metadata.version("recurrentgemma")
-    sys.modules["recurrentgemma"] = pkg
-    return import_official("recurrentgemma.torch")
 
 
 def version(dist: str) -> str:
@@ -165,7 +145,7 @@ def build_slstm(T: int) -> tuple[Side, Side, dict[str, int]]:
 
 
 def build_rglru(T: int) -> tuple[Side, Side, dict[str, int]]:
-    rg = import_recurrentgemma_torch()
+    rg = import_recurrentgemma_torch(import_official)
     from ..mixers import build_mixer
     from ..parity.recurrentgemma import recurrent_block_state_dict
 

@@ -12,6 +12,12 @@ Name map (``P = blocks.{i}.``): ``temporal_pre_norm.scale`` / ``channel_pre_norm
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,6 +28,29 @@ from ..mixers.rglru import RGLRUState
 from ..models.config import ModelConfig
 from ..models.presets.griffin import bf16_sqrt, griffin_config
 from .fixtures import load_fixture  # noqa: F401  (re-exported: the parity tests load cases through this module)
+
+
+def import_recurrentgemma_torch(
+    import_module: Callable[[str], types.ModuleType] = importlib.import_module,
+) -> types.ModuleType:
+    """The installed ``recurrentgemma.torch`` (ImportError when it is not installed). The package's ``__init__``
+    imports its JAX half (jax, flax), which the torch modules never use; when JAX is missing, the torch modules are
+    imported under a bare package object with the same search path (the files are the installed ones, unchanged).
+    Every user of the live package goes through here, so whether it imports never depends on what ran before.
+    ``import_module``: the importer to use (the official benchmark passes its own)."""
+    try:
+        return import_module("recurrentgemma.torch")
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ("jax", "jaxlib", "flax", "orbax", "optax", "chex"):
+            raise
+    spec = importlib.util.find_spec("recurrentgemma")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("No module named 'recurrentgemma'", name="recurrentgemma")
+    pkg = types.ModuleType("recurrentgemma")
+    pkg.__path__ = list(spec.submodule_search_locations)
+    pkg.__version__ = importlib.metadata.version("recurrentgemma")
+    sys.modules["recurrentgemma"] = pkg
+    return import_module("recurrentgemma.torch")
 
 
 def _strip(sd: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
