@@ -92,6 +92,8 @@ def build_run_spec(args) -> dict[str, Any]:
         spec["train"]["progress"] = False
     if args.no_resume:
         spec["train"]["resume"] = False
+    if getattr(args, "compile", False):
+        spec["train"]["compile"] = True
     return apply_dotted(spec, _kv(args.set, "--set"))
 
 
@@ -349,6 +351,12 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="output folder (default runs/latest)")
     s.add_argument("--set", action="append", metavar="SECTION.KEY=V", help="any override, e.g. train.grad_clip=0.5")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--compile",
+        action="store_true",
+        help="run the training forward through torch.compile (optional; compiles in the first step; measured "
+        "gains in docs/benchmarks.md)",
+    )
     s.add_argument(
         "--no-resume",
         "--overwrite",

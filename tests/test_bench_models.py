@@ -244,6 +244,10 @@ def test_bad_input_names_the_argument():
         run_model_bench(size="huge")
     with pytest.raises(ValueError, match="tokens"):
         run_model_bench(lengths=[16], tokens=0)
+    with pytest.raises(ValueError, match="compile: must be True or False"):
+        run_model_bench(lengths=[16], compile="yes")
+    with pytest.raises(ValueError, match="warmup: --compile needs at least 1 warm-up step"):
+        run_model_bench(lengths=[16], warmup=0, compile=True)
 
 
 def test_cli_suite_models_and_errors(tmp_path, capsys):

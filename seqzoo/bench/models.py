@@ -236,8 +236,11 @@ def train_point(
     lr: float = 1e-3,
     timeout: float | None = None,
     measure_memory: bool = True,
+    compile: bool = False,
 ) -> dict[str, Any]:
-    """``warmup`` + ``steps`` training steps of the trainer on ``batch`` random sequences of length ``T``."""
+    """``warmup`` + ``steps`` training steps of the trainer on ``batch`` random sequences of length ``T``.
+    ``compile``: the forward runs through ``torch.compile(model, dynamic=False)`` (the trainer's ``compile``
+    option); its compilation happens in the first warm-up step, reported as ``first_step_s``."""
     import torch
 
     from ..eval.evaluate import forward_logits, scored_loss_sum
@@ -256,6 +259,7 @@ def train_point(
     model = LanguageModel(cfg).to(dev).train()
     tcfg = TrainConfig(lr=lr, warmup_steps=0, steps=max(1, steps + warmup), device=device)
     optimizer = build_optimizer(model, tcfg)
+    forward_model = torch.compile(model, dynamic=False) if compile else model
     amp = torch.bfloat16 if cuda else None
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab_size, (batch, T + 1), generator=g)
@@ -264,7 +268,7 @@ def train_point(
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
-            logits = forward_logits(model, x)
+            logits = forward_logits(forward_model, x)
         loss_sum, n = scored_loss_sum(logits, y)
         loss = loss_sum / max(1, n)
         loss.backward()
@@ -280,6 +284,7 @@ def train_point(
     else:
         base = _rss_mb()
     times: list[float] = []
+    first_step_s = None
     loss = None
     for i in range(warmup + steps):
         if cuda:
@@ -295,7 +300,11 @@ def train_point(
             dt = time.perf_counter() - t0
         if i >= warmup:
             times.append(dt)
-        if timeout and i == 0 and dt * (warmup + steps) > timeout:  # in-process: no child to kill, so estimate
+        if i == 0:
+            first_step_s = dt
+        if (
+            timeout and i == 0 and not compile and dt * (warmup + steps) > timeout
+        ):  # in-process: no child to kill, so estimate
             raise TimeoutError(f"timeout > {timeout:.0f}s (estimated: first step took {dt:.1f}s)")
     sec = statistics.median(times)
     out: dict[str, Any] = {
@@ -303,6 +312,7 @@ def train_point(
         "tokens_per_s": batch * T / sec,
         "loss": float(loss),
         "params": model.num_parameters(),
+        "first_step_s": first_step_s,
     }
     if cuda:
         peak = torch.cuda.max_memory_allocated(dev)
@@ -410,6 +420,7 @@ def run_model_bench(
     seed: int = 0,
     out_dir: str | Path | None = None,
     progress: bool = True,
+    compile: bool = False,
 ) -> list[dict[str, Any]]:
     """Training throughput / peak memory and decode latency / state size of each family vs context length.
 
@@ -418,6 +429,8 @@ def run_model_bench(
     (10m: 1024..8192) when ``lengths`` is not given, else to ``lengths``.
     ``isolate`` (default: on CPU) runs each point in a fresh process; in-process CPU points report no memory.
     ``shape`` overrides d_model / n_layers / vocab_size / window of the size (tests use tiny shapes).
+    ``compile``: every family's training step (the baseline's too) runs its forward through ``torch.compile``;
+    the compilation falls in the warm-up, which must then be at least one step. Decode points stay eager.
     """
     fams = parse_list(families, "families") or list(FAMILIES)
     for f in fams:
@@ -451,6 +464,10 @@ def run_model_bench(
             raise InputError(f"{name}: must be an int >= {lo}, got {v!r}")
     if timeout is None or timeout <= 0:
         raise InputError(f"timeout: must be > 0 seconds, got {timeout!r}")
+    if not isinstance(compile, bool):
+        raise InputError(f"compile: must be True or False, got {compile!r}")
+    if compile and train and warmup < 1:
+        raise InputError("warmup: --compile needs at least 1 warm-up step (the compilation is not timed), got 0")
     if not (train or decode):
         raise InputError("nothing to measure: train and decode are both off")
     isolate = (not cuda) if isolate is None else bool(isolate)
@@ -474,6 +491,7 @@ def run_model_bench(
                         "device": device,
                         "threads": threads,
                         "seed": seed,
+                        "compile": compile,
                     }
                 )
     if decode:
@@ -524,6 +542,7 @@ def run_model_bench(
             "threads": threads,
             "isolated_points": isolate,
             "timeout_s": timeout,
+            "compiled_training": compile,
             "seed": seed,
             "shape_overrides": shape or {},
             "memory": (
@@ -749,6 +768,12 @@ def add_arguments(p: argparse.ArgumentParser, lengths_help: str = "") -> None:
         f"(default {DEFAULTS['small']['decode_steps']} small, {DEFAULTS['125m']['decode_steps']} 125m)",
     )
     p.add_argument(
+        "--compile",
+        action="store_true",
+        help="training points run their forward through torch.compile (every family, the baseline too; "
+        "compiled in the warm-up, reported as first_step_s; decode stays eager)",
+    )
+    p.add_argument(
         "--in-process",
         action="store_true",
         help="CPU: measure in this process instead of one fresh process per point (faster; then no CPU memory figures)",
@@ -773,6 +798,7 @@ def run_from_args(a: argparse.Namespace, train: bool = True, decode: bool = True
         isolate=False if a.in_process else None,
         out_dir=a.out,
         progress=not a.no_progress,
+        compile=a.compile,
     )
     print(format_model_table(rows))
     print(f"\nresults: {a.out}/models.csv, models.json, config.json, models.png")

@@ -35,6 +35,7 @@ class TrainConfig:
     distributed: str = "auto"  # "auto" (DDP when launched by torchrun) | "none" | "ddp" | "fsdp"
     progress: bool = True
     stop_after: int | None = None  # end this process after that step (as if killed), keeping the schedule of `steps`
+    compile: bool = False  # the training forward through torch.compile (optional; measured in docs/benchmarks.md)
 
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
@@ -57,6 +58,8 @@ class TrainConfig:
             raise InputError(
                 f"TrainConfig.distributed must be 'auto', 'none', 'ddp' or 'fsdp', got {self.distributed!r}"
             )
+        if not isinstance(self.compile, bool):
+            raise InputError(f"TrainConfig.compile must be true or false, got {self.compile!r}")
         if self.batch_size % self.grad_accum:
             raise InputError(f"batch_size={self.batch_size} must be divisible by grad_accum={self.grad_accum}")
 

@@ -201,6 +201,9 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
         for name, content in run_files.items():
             (out / name).write_text(json.dumps(content, indent=2, default=str) + "\n")
     train_model = wrap_model(model, kind, device) if kind != "none" else model
+    # compiled for the training forward only: checkpoints, the optimiser and evaluation keep the plain module
+    # (a compiled wrapper would prefix every state-dict key, and evaluation batches have other shapes)
+    forward_model = torch.compile(train_model, dynamic=False) if cfg.compile else train_model
     optimizer = build_optimizer(model, cfg)  # groups from the mixers' hints, wrapped models included
     if resume_state is not None:
         load_optimizer_state(train_model, optimizer, resume_state["optimizer"])
@@ -249,7 +252,7 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
             lo = a * per_rank + rank * micro
             x, y = xs[lo : lo + micro].to(device), ys[lo : lo + micro].to(device)
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                logits = forward_logits(train_model, x, task_kind)
+                logits = forward_logits(forward_model, x, task_kind)
             loss_sum, _ = scored_loss_sum(logits, y)
             # gradient of the global mean: DDP averages over ranks, hence the world_size factor
             (loss_sum * world_size / max(1, n_scored)).backward()
