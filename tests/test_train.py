@@ -205,6 +205,19 @@ def test_compiled_training_follows_the_eager_losses_and_saves_plain_weights(tmp_
     assert LanguageModel.from_pretrained(tmp_path / "compiled" / "model") is not None
 
 
+def test_a_run_folder_from_before_the_compile_option_resumes(tmp_path):
+    """``compile`` is an execution setting: a folder whose train_config.json predates it (no such key) resumes, and
+    a run may be resumed with compile switched (here: checked by the configuration check alone)."""
+    task = build_task("mqar", **TASK)
+    train(small_model(), task, cfg(tmp_path, steps=4))
+    path = tmp_path / "train_config.json"
+    saved = json.loads(path.read_text())
+    del saved["compile"]
+    path.write_text(json.dumps(saved))
+    res = train(small_model(), task, cfg(tmp_path, steps=6))
+    assert res["step"] == 6 and len(train_losses(tmp_path / "metrics.jsonl")) == 6
+
+
 def _torchrun_args(out: Path, distributed: str, nproc: int) -> list[str]:
     cmd = _cli(out, 12)
     cmd[cmd.index("--ckpt-every") + 1] = "0"

@@ -160,3 +160,39 @@ def test_headwise_matches_einsum_and_gradcheck(bs_out):
         torch.testing.assert_close(headwise(x, w), ref)
     torch.autograd.gradcheck(headwise, (x, w))
     torch.autograd.gradcheck(lambda a: headwise(a, w.detach()), (x,))  # only x needs a gradient
+
+
+def test_torch_compile_leaves_the_slstm_time_loop_uncompiled():
+    """torch.compile of a whole model must not trace the sLSTM loop over T (traced, a 10M xLSTM[7:1] did not finish
+    compiling in 20 minutes at T = 1024; excluded, it compiles in 40 s): ``ops.slstm.slstm`` is excluded, so the
+    forward and backward graphs captured through AOT autograd have the same size at T = 4 and T = 48. The recording
+    backend runs them as they are (no Inductor, fast), and the compiled model gives the eager logits and gradients."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    torch.manual_seed(0)
+    model = seqzoo.build_model("xlstm-tiny", vocab_size=32)
+    assert "slstm" in model.config.layer_mixers()
+    nodes = {}
+    for T in (4, 48):
+        torch._dynamo.reset()
+        sizes = []
+
+        def record(gm, example_inputs, sizes=sizes):
+            sizes.append(len(gm.graph.nodes))
+            return gm.forward
+
+        ids = torch.randint(0, 32, (2, T))
+        model.zero_grad(set_to_none=True)
+        eager = model(ids, labels=ids)
+        eager.loss.backward()
+        g_eager = {n: p.grad.clone() for n, p in model.named_parameters()}
+        model.zero_grad(set_to_none=True)
+        backend = aot_autograd(fw_compiler=record, bw_compiler=record)
+        compiled = torch.compile(model, backend=backend, dynamic=False)(ids, labels=ids)
+        compiled.loss.backward()
+        assert float((compiled.logits - eager.logits).abs().max()) <= 1e-5
+        for n, p in model.named_parameters():
+            assert float((p.grad - g_eager[n]).abs().max()) <= 1e-5 * max(1.0, float(g_eager[n].abs().max())), n
+        nodes[T] = sum(sizes)
+    torch._dynamo.reset()
+    assert nodes[4] > 0 and nodes[48] == nodes[4], nodes

@@ -96,8 +96,19 @@ class MetricsLog:
                 f.write(json.dumps(record) + "\n")
 
 
-# training settings that do not change what the weights become: a resumed run may differ in these
-RESUMABLE_CHANGES = ("steps", "out_dir", "resume", "progress", "stop_after", "ckpt_every", "log_every", "eval_every")
+# training settings that do not change what the weights become: a resumed run may differ in these. ``compile``
+# changes how the same step is computed (float-tolerance equal), and run folders written before it existed lack it.
+RESUMABLE_CHANGES = (
+    "steps",
+    "out_dir",
+    "resume",
+    "progress",
+    "stop_after",
+    "ckpt_every",
+    "log_every",
+    "eval_every",
+    "compile",
+)
 
 
 def _run_files(cfg, task, model) -> dict[str, Any]:

@@ -6,6 +6,8 @@ over T; they differ only in how much each step costs. README.md holds the deriva
 
 from __future__ import annotations
 
+import torch
+
 from ...errors import InputError
 from .fused import slstm_compiled, slstm_fused
 from .naive import slstm_naive
@@ -13,6 +15,10 @@ from .naive import slstm_naive
 MODES = ("auto", "naive", "fused", "compiled")
 
 
+# Under torch.compile of a whole model the loop over T would be unrolled into T copies of the cell (a 10M
+# xLSTM[7:1] did not finish compiling in 20 minutes at T = 1024); the loop runs as it is instead (one graph break),
+# and "fused" is already a hand-written BPTT. No effect outside torch.compile.
+@torch.compiler.disable
 def slstm(wx, R, state=None, mode: str = "auto"):
     """``wx (B, T, H, 4, d)`` input pre-activations (i, f, z, o; bias included), ``R (H, d, 4, d)``,
     ``state (h, c, n, m)`` each ``(B, H*d)`` or None -> ``h (B, T, H, d)`` and the final state."""
