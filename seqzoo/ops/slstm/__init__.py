@@ -15,13 +15,19 @@ from .naive import slstm_naive
 MODES = ("auto", "naive", "fused", "compiled")
 
 
-# Under torch.compile of a whole model the loop over T would be unrolled into T copies of the cell (a 10M
-# xLSTM[7:1] did not finish compiling in 20 minutes at T = 1024); the loop runs as it is instead (one graph break),
-# and "fused" is already a hand-written BPTT. No effect outside torch.compile.
-@torch.compiler.disable
 def slstm(wx, R, state=None, mode: str = "auto"):
     """``wx (B, T, H, 4, d)`` input pre-activations (i, f, z, o; bias included), ``R (H, d, 4, d)``,
     ``state (h, c, n, m)`` each ``(B, H*d)`` or None -> ``h (B, T, H, d)`` and the final state."""
+    if torch.compiler.is_compiling():
+        # Under torch.compile of a whole model the loop over T would be traced into graphs that grow with T (a 10M
+        # xLSTM[7:1] did not finish compiling in 20 minutes at T = 1024); the loop runs as it is instead (one graph
+        # break), and "fused" is already a hand-written BPTT. Wrapped here, not at import: torch.compiler.disable
+        # imports torch._dynamo (and with it triton), which `import seqzoo` must not.
+        return torch.compiler.disable(_slstm)(wx, R, state, mode)
+    return _slstm(wx, R, state, mode)
+
+
+def _slstm(wx, R, state, mode):
     if mode not in MODES:
         raise InputError(f"slstm: mode must be one of {MODES}, got {mode!r}")
     if mode == "naive":
