@@ -7,6 +7,7 @@ seqzoo -> transformers (loaded by transformers' own class, same logits) -> seqzo
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -101,21 +102,27 @@ def fresh_stream_resets(model: LanguageModel, ids: torch.Tensor) -> bool:
         return rel(a, b) <= RTOL
 
 
+def _cache_name(hf, old: str) -> str:
+    """transformers 5.24 renamed past_key_values / cache_params to cache; use the name the installed version takes."""
+    return "cache" if "cache" in inspect.signature(hf.forward).parameters else old
+
+
 def _hf_steps(hf, ids, family):
     """transformers: prefill P tokens, then one token per call with its cache; logits (B, T, V)."""
+    name = _cache_name(hf, "past_key_values" if family == "rg" else "cache_params")
     with torch.no_grad():
         if family == "rg":  # its output carries no cache: the KV cache is passed in, the recurrent states live in it
             cache = transformers.DynamicCache(config=hf.config)
             hf._setup_cache(hf.config, B, ids.device, torch.float32)
-            out = hf(ids[:, :P], past_key_values=cache, use_cache=True)
+            out = hf(ids[:, :P], **{name: cache}, use_cache=True)
         else:
             out = hf(ids[:, :P], use_cache=True)
         logits = [out.logits]
         for t in range(P, T):
             if family == "rg":
-                out = hf(ids[:, t : t + 1], past_key_values=cache, position_ids=_seg(1, t), use_cache=True)
+                out = hf(ids[:, t : t + 1], **{name: cache}, position_ids=_seg(1, t), use_cache=True)
             else:
-                out = hf(ids[:, t : t + 1], cache_params=out.cache_params, use_cache=True)
+                out = hf(ids[:, t : t + 1], **{name: out[name]}, use_cache=True)
             logits.append(out.logits)
     return torch.cat(logits, 1)
 

@@ -10,13 +10,16 @@ Conventions that differ between the libraries and how they are bridged:
 * Causal-LM ``labels`` follow transformers: the wrapper shifts them (``labels[:, t+1]`` is the target at t) and
   calls seqzoo's aligned ``lm_loss``, so ``labels=input_ids`` gives the standard next-token loss. Masked-LM
   labels are aligned in both libraries (no shift).
-* ``past_key_values`` is a :class:`~seqzoo.hf.cache.SeqzooCache` holding the per-layer seqzoo states.
+* ``past_key_values`` is a :class:`~seqzoo.hf.cache.SeqzooCache` holding the per-layer seqzoo states. transformers
+  5.24 renamed it ``cache`` (in ``generate`` and in the output classes); both names are accepted, and outputs use the
+  field name of the installed transformers.
 * seqzoo models have no padding mask: ``attention_mask`` is accepted when it is all ones (what a tokenizer
   returns for unpadded text) and refused otherwise.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import torch
@@ -40,6 +43,20 @@ from .configuration import SeqzooConfig, SeqzooEncoderConfig, SeqzooLMConfig
 
 # keyword arguments transformers may pass that these models accept and ignore (no effect on seqzoo models)
 _IGNORED_KWARGS = {"output_attentions", "position_ids", "is_causal", "output_router_logits", "token_type_ids"}
+
+
+def output_with_cache(output_class: type, cache: SeqzooCache | None, **fields: Any):
+    """``output_class(**fields)`` with the cache under the installed transformers' field name (``cache`` since
+    transformers 5.24, ``past_key_values`` before), so neither version warns about the other's name."""
+    names = {f.name for f in dataclasses.fields(output_class)}
+    return output_class(**fields, **{"cache" if "cache" in names else "past_key_values": cache})
+
+
+def one_cache_argument(past_key_values: Any, cache: Any) -> Any:
+    """The cache passed under either name (transformers 5.24's ``generate`` passes ``cache=``); both is an error."""
+    if past_key_values is not None and cache is not None:
+        raise InputError("pass the cache as past_key_values or as cache, not both")
+    return cache if cache is not None else past_key_values
 
 
 def check_attention_mask(attention_mask: torch.Tensor | None, batch: int, length: int) -> None:
@@ -265,13 +282,15 @@ class SeqzooLMModel(_SeqzooLMBase):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         mode: str | None = None,
+        cache: SeqzooCache | None = None,
         **kwargs: Any,
     ):
         """Returns ``BaseModelOutputWithPast(last_hidden_state (B, T, d_model), past_key_values, hidden_states)``."""
+        past_key_values = one_cache_argument(past_key_values, cache)
         hidden, cache, all_hidden = self._stream(
             input_ids, attention_mask, past_key_values, inputs_embeds, use_cache, mode, output_hidden_states, kwargs
         )
-        out = BaseModelOutputWithPast(last_hidden_state=hidden, past_key_values=cache, hidden_states=all_hidden)
+        out = output_with_cache(BaseModelOutputWithPast, cache, last_hidden_state=hidden, hidden_states=all_hidden)
         return out if (return_dict if return_dict is not None else self.config.return_dict) else out.to_tuple()
 
 
@@ -312,6 +331,7 @@ class SeqzooForCausalLM(_SeqzooLMBase, GenerationMixin):
         return_dict: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
         mode: str | None = None,
+        cache: SeqzooCache | None = None,
         **kwargs: Any,
     ):
         """Returns ``CausalLMOutputWithPast(loss, logits, past_key_values, hidden_states)``."""
@@ -321,6 +341,7 @@ class SeqzooForCausalLM(_SeqzooLMBase, GenerationMixin):
             raise InputError(f"logits_to_keep must be >= 0 (0 keeps every position), got {logits_to_keep}")
         if labels is not None and not keep_all:
             raise InputError("labels need the logits of every position: pass logits_to_keep=0 with labels")
+        past_key_values = one_cache_argument(past_key_values, cache)
         hidden, cache, all_hidden = self._stream(
             input_ids, attention_mask, past_key_values, inputs_embeds, use_cache, mode, output_hidden_states, kwargs
         )
@@ -329,7 +350,7 @@ class SeqzooForCausalLM(_SeqzooLMBase, GenerationMixin):
             hidden = hidden[:, index]
         logits = self.project(hidden)
         loss = causal_lm_loss(logits, labels, num_items) if labels is not None else None
-        out = CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=cache, hidden_states=all_hidden)
+        out = output_with_cache(CausalLMOutputWithPast, cache, loss=loss, logits=logits, hidden_states=all_hidden)
         return out if (return_dict if return_dict is not None else self.config.return_dict) else out.to_tuple()
 
 

@@ -9,6 +9,7 @@ Import it only when transformers is installed (``pip install seqzoo[hf]``).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -125,13 +126,20 @@ class HFBackbone(nn.Module):
                 raise InputError("key_padding_mask with a KV cache is not supported")
             kwargs["attention_mask"] = key_padding_mask.long()
         if return_states or states is not None:
-            kwargs["past_key_values"] = states
+            kwargs[self._cache_name] = states
             kwargs["use_cache"] = True
         else:
             kwargs["use_cache"] = False
         out = self._base[0](**kwargs)
         hidden = out.last_hidden_state  # (B, T, D) after the final norm
-        return (hidden, out.past_key_values) if return_states else hidden
+        if not return_states:
+            return hidden
+        return hidden, out.get("cache", out.get("past_key_values"))  # the field's name depends on the version
+
+    @property
+    def _cache_name(self) -> str:
+        # transformers 5.24 renamed past_key_values to cache (in forward arguments and in outputs)
+        return "cache" if "cache" in inspect.signature(self._base[0].forward).parameters else "past_key_values"
 
     def lm_head(self, hidden: torch.Tensor) -> torch.Tensor:
         head = self._inner[0].get_output_embeddings()
