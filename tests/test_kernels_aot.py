@@ -185,6 +185,27 @@ def test_aot_ci_subset(tmp_path):
     assert (tmp_path / "kernels_aot.csv").exists() and (tmp_path / "kernels_aot.json").exists()
 
 
+def test_mlstm_on_sm80_fits_at_the_tile_kernel_tile_picks(tmp_path):
+    """Real cubins, every autotune config: head dim 64, bf16, training, sm_80 (A100). At chunk 64 the h-writing
+    forward spills in every config; at 32 every kernel keeps one, which is the tile ``kernel_tile`` falls to
+    (tests/test_kernels_fallback.py) and the tile an A100 runs at the presets' chunk 64."""
+    rows = aot.check(
+        targets=["sm_80"],
+        dtypes=["bfloat16"],
+        modes=["train"],
+        sizes={"mlstm": [(64, 64, 32)]},
+        configs="all",
+        workers=2,
+    )
+    kept: dict[tuple, bool] = {}  # per launch (the forward twice: writing h, and the states-only recompute)
+    for r in rows:
+        launch = (r["kernel"], r["constexprs"])
+        kept[launch] = kept.get(launch, False) or r["kept"]
+    assert len(kept) == 4 and all(kept.values()), kept
+    assert {k for k, _ in kept} == {"_mlstm_fwd_kernel", "_mlstm_bwd_dstate_kernel", "_mlstm_bwd_kernel"}
+    assert not any(r["kept"] and r["spill_bytes"] for r in rows)
+
+
 @pytest.mark.slow
 def test_aot_full_check(tmp_path):
     """The full table: every kernel x autotune config x fp32/bf16/fp16 x sm_80/sm_90/sm_100 at the presets' sizes."""

@@ -126,6 +126,28 @@ def test_mlstm_backward_kernel_that_spills_makes_training_unfit(monkeypatch):
         assert shape_unfit(*_mlstm_in(64, grad=False), 16, cc=90) is None
 
 
+def test_mlstm_runs_shorter_tiles_where_the_chunk_spills(monkeypatch):
+    """sm_80, head dim 64, chunk 64 (measured by ``seqzoo kernels check``): the h-writing forward spills at L = 64
+    in every config and fits at 32. ``kernel_tile`` halves the tile until every kernel fits (the chunkwise mLSTM
+    is the same function at any chunk length) and gives up with the first reason below 16."""
+    from seqzoo.ops.mlstm.triton import kernel_tile, shape_unfit
+
+    def usage(self, config, nargs, kwargs):
+        spills = 128 if kwargs["L"] >= limit[0] else 0
+        return Usage(255, spills, 20_000)
+
+    limit = [64]
+    monkeypatch.setattr(ResourcePrune, "usage", usage)
+    q, k, v = _mlstm_in(64, T=70)
+    assert kernel_tile(q, k, v, 64, cc=80) == (32, None)
+    assert kernel_tile(q, k, v, 32, cc=80) == (32, None)
+    assert kernel_tile(q, k, v, 64) == (64, None)  # off CUDA without cc: the interpreter has no limits
+    limit[0] = 16  # every tile spills
+    tile, why = kernel_tile(q, k, v, 128, cc=90)
+    assert tile is None and "chunk 128" in why and "spills" in why
+    assert shape_unfit(q, k, v, 128, cc=90) == why
+
+
 def test_gateloop_shape_probe(monkeypatch):
     from seqzoo.ops.gateloop.triton import shape_unfit
 

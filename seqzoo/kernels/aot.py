@@ -46,7 +46,7 @@ MODES = ("train", "state")
 def preset_sizes() -> dict[str, list]:
     """The sizes the presets give each op, read from the mixers the presets build (on the meta device).
 
-    ``mlstm``: (qk head dim, v head dim, chunk); ``gateloop``: (K, V, chunk) of multi-head presets (d_h > 1; max-heads
+    ``mlstm``: (qk head dim, v head dim, chunk), the chunk also halved down to 16; ``gateloop``: (K, V, chunk) of multi-head presets (d_h > 1; max-heads
     presets take the scan path); ``rglru``: d_rnn; ``conv``: (channels, width)."""
     import torch
 
@@ -62,7 +62,10 @@ def preset_sizes() -> dict[str, list]:
             with torch.device("meta"):
                 m = MIXERS[name](d_model=cfg.d_model, **dict(cfg.mixer_kwargs.get(name, {})))
             if name == "mlstm":
-                out["mlstm"].add((m.qk_dim, m.v_dim, m.chunk_size))
+                tile = m.chunk_size
+                while tile >= 16:  # the chunk and its halvings: the tiles ops/mlstm/triton.py: kernel_tile may run
+                    out["mlstm"].add((m.qk_dim, m.v_dim, tile))
+                    tile //= 2
                 if getattr(m, "conv_size", None):
                     out["conv"].add((m.inner, m.conv_size))
             elif name == "gateloop" and not (m.head_k == 1 and m.head_v == 1):

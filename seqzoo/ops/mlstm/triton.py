@@ -10,8 +10,9 @@ b_τ = Σ_{j<=τ} log f_j, g = b_L and (C, n, m) the state entering the chunk:
     h_τ  = num_τ / N_τ,   N_τ = max(|den_τ|, e^{−M_τ}) + eps
     a_σ = g − b_σ + i_σ,  m' = max(g + m, max_σ a_σ),  C' = e^{g+m−m'} C + Σ_σ e^{a_σ−m'} k_σ v_σᵀ  (n' alike)
 
-The segment sums in D̃ and a_σ = Σ_{j>σ} log f_j + i_σ are summed directly (a cumsum of the masked (L, L) matrix
-of log f, as the torch reference does), not as b_τ − b_σ, which loses |b|·2⁻²⁴ when the forget gates are strong.
+The segment sums in D̃ and a_σ = Σ_{j>σ} log f_j + i_σ are summed directly (a cumsum of the masked (L, L)
+matrix of log f as the torch reference does, and a reverse cumsum of log f for a), not as b_τ − b_σ, which
+loses |b|·2⁻²⁴ when the forget gates are strong.
 The last, partial chunk is masked (i = −inf, log f = 0 for the missing tokens), which equals the reference's
 shorter tail chunk, so any T works. Matmuls take bf16/fp16 operands on the GPU with fp32 accumulation.
 
@@ -56,6 +57,7 @@ differentiates that (kept for comparison).
 from __future__ import annotations
 
 import functools
+import logging
 
 import torch
 import triton
@@ -67,6 +69,8 @@ from ...kernels._common import check_float, configs, dot_dtype, interpreting, la
 from ...kernels.prune import autotune, launch_unfit
 from .chunkwise import mlstm_chunkwise
 from .common import check_inputs, log_forget
+
+log = logging.getLogger("seqzoo.kernels")
 
 # Register pressure decides these lists (``seqzoo kernels check``, docs/benchmarks.md): at chunk 64 the (L, L) score
 # tiles and the (L, K) q, k tiles fill 255 registers per thread with 4 warps, BV = 128 and two pipeline stages spill
@@ -95,11 +99,20 @@ def _dot(a, b, DOT: tl.constexpr, IEEE: tl.constexpr):
 @triton.jit
 def _segsum(phi, L: tl.constexpr):
     """Stable segment sums of log f inside a chunk: F[τ, σ] = Σ_{σ<j<=τ} log f_j (a cumsum of the masked
-    (L, L) matrix, not b_τ − b_σ, which loses |b|·2^-24 when the forget gates are strong) and the suffix sums
-    s_σ = Σ_{j>σ} log f_j = g − b_σ."""
+    (L, L) matrix, not b_τ − b_σ, which loses |b|·2^-24 when the forget gates are strong)."""
     rl = tl.arange(0, L)
     low = tl.where(rl[:, None] > rl[None, :], phi[:, None], 0.0)  # [j, σ]: log f_j for j > σ
-    return tl.cumsum(low, 0), tl.sum(low, 0)
+    return tl.cumsum(low, 0)
+
+
+@triton.jit
+def _suffix_sums(f_ptr, g_off, tok, T, H, L: tl.constexpr):
+    """s_σ = Σ_{σ<j<=L} log f_j = g − b_σ inside the chunk, summed directly: a reverse cumsum of log f loaded
+    again one token later (t + 1, 0 past the chunk or T). The column sums of ``_segsum``'s (L, L) matrix give the
+    same sums, but building that tile once more after h spilled on sm_80."""
+    rl = tl.arange(0, L)
+    nxt = tl.load(f_ptr + g_off + H, mask=(tok + 1 < T) & (rl + 1 < L), other=0.0)
+    return tl.cumsum(nxt, 0, reverse=True)
 
 
 @triton.jit
@@ -108,7 +121,7 @@ def _chunk_scores(q, k, ig, phi, b, m, n, L: tl.constexpr, DOT: tl.constexpr, IE
     P (L, L), S = (q̃ kᵀ) ⊙ P, w0 (L), den (L), M (L). Shared by the forward and both backward kernels so
     that the backward sees bit-identical stabilisers."""
     rl = tl.arange(0, L)
-    Fm, _ = _segsum(phi, L)
+    Fm = _segsum(phi, L)
     Dt = tl.where(rl[:, None] >= rl[None, :], Fm + ig[None, :], float("-inf"))  # (L, L) D̃
     init = b + m  # (L,)
     M = tl.maximum(tl.max(Dt, 1), init)  # (L,)
@@ -200,7 +213,7 @@ def _mlstm_fwd_kernel(
             hv = num / (tl.maximum(tl.abs(den), tl.exp(-M)) + eps)[:, None]
             tl.store(h_ptr + v_off, hv.to(h_ptr.dtype.element_ty), mask=mt[:, None] & mv[None, :])
 
-        _, suf = _segsum(phi, L)
+        suf = _suffix_sums(f_ptr, g_off, tok, T, H, L)
         a = suf + ig  # (L,) g − b_σ + i_σ: log weight of token σ in the chunk-end state (−inf for missing tokens)
         m_new = tl.maximum(g + m, tl.max(a, 0))
         fC = tl.exp(g + m - m_new)
@@ -369,7 +382,7 @@ def _mlstm_bwd_kernel(
     b = tl.cumsum(phi, 0)
     P, S, w0, den, M = _chunk_scores(q, k, ig, phi, b, m, n, L, DOT, IEEE)
     inv, dden = _dnum_dden(den, M, delta, eps)
-    _, suf = _segsum(phi, L)
+    suf = _suffix_sums(f_ptr, g_off, tok, T, H, L)
     ka = tl.exp(suf + ig - m_next)  # (L,) weight of k_σ v_σᵀ in the leaving state (0 for missing tokens)
 
     dA = tl.zeros([L, L], dtype=tl.float32)  # Σ_v dnum_τv v_σv
@@ -623,7 +636,8 @@ def mlstm_triton(
     """Same contract as ``ops.mlstm.mlstm``: ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)``,
     ``state = (C, n, m)`` or None -> ``h (B, T, H, V)`` in v's dtype and the final state in fp32.
 
-    ``chunk_size`` must be a power of two >= 16 (default 64 on the GPU, 16 under the interpreter).
+    ``chunk_size`` must be a power of two >= 16 (default 64 on the GPU, 16 under the interpreter); on a GPU where
+    the kernels spill at that chunk length they run shorter tiles (``kernel_tile``, logged once).
     ``backward``: ``"triton"`` (the kernels above, default) or ``"torch"`` (recompute with
     ``ops.mlstm.mlstm_chunkwise`` under autograd). Gradients flow to q, k, v, i, f and the initial state
     (C, n, m); the final m may also carry a gradient.
@@ -637,25 +651,75 @@ def mlstm_triton(
     chunk = chunk_size or (16 if interpreting() else 64)
     unfit = chunk_unfit(chunk)
     require(unfit is None, f"mlstm_triton: {unfit}")
+    tile, _ = kernel_tile(q, k, v, chunk, state)
+    if tile is not None and tile < chunk:
+        _note_tile(chunk, tile, q)
+    return _run(q, k, v, i, f, state, tile or chunk, eps, forget_gate, backward)
+
+
+def _run(q, k, v, i, f, state, tile, eps, forget_gate, backward):
+    """The kernels with token tiles of ``tile`` (``kernel_tile``'s choice; the shape probe calls this directly)."""
     q, k, v, i, f = (t.contiguous() for t in (q, k, v, i, f))
     C0, n0, m0 = (None, None, None) if state is None else (s.float().contiguous() for s in state)
-    h, C, n, m = MLSTMTriton.apply(q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate, backward)
+    h, C, n, m = MLSTMTriton.apply(q, k, v, i, f, C0, n0, m0, tile, eps, forget_gate, backward)
     return h, (C, n, m)
 
 
-def shape_unfit(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> str | None:
-    """Why ``mlstm_triton`` cannot serve inputs like these on the GPU: a kernel it would launch (forward, and the
-    three backward kernels when q, k or v require grad) has no autotune config that fits the GPU's shared memory
-    without spilling (``kernels/prune.py: launch_unfit``, compute capability ``cc``, default q's device). None when
-    every kernel has one, and off CUDA without ``cc`` (the interpreter has no such limits). Asked by the
-    ``mode="auto"`` dispatch (``ops/mlstm/__init__.py: triton_fits``) before anything is launched."""
-    if cc is None:
-        if q.device.type != "cuda":
-            return None
+_tiles_noted: set[tuple] = set()
+
+
+def _note_tile(chunk: int, tile: int, q) -> None:
+    key = (chunk, tile, q.shape[-1], q.dtype, str(q.device))
+    if key not in _tiles_noted:
+        _tiles_noted.add(key)
+        log.info(
+            "mlstm: chunk %d runs in Triton tiles of %d tokens on %s (head dim %d, %s): at %d a kernel has no "
+            "config that fits without spilling; the chunk length changes only rounding",
+            chunk,
+            tile,
+            q.device,
+            q.shape[-1],
+            str(q.dtype).removeprefix("torch."),
+            chunk,
+        )
+
+
+def _capability(q, cc: int | None) -> int | None:
+    if cc is None and q.device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(q.device)
         cc = 10 * major + minor
+    return cc
+
+
+def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> tuple[int | None, str | None]:
+    """The token tile the kernels run for chunks of ``chunk_size``, and why not the chunk itself.
+
+    The chunkwise mLSTM computes the same function at every chunk length (the stabiliser entering a chunk is the
+    running maximum over all earlier tokens, so only rounding changes). On a GPU where some kernel the call
+    launches (the forward, and the three backward kernels when q, k or v require grad) has no autotune config
+    that fits without spilling at ``chunk_size`` (``kernels/prune.py: launch_unfit``; e.g. head dim 64, chunk 64
+    on sm_80: the (L, L) score tiles spill), the kernels run the longest halving of it (>= 16) at which all of
+    them fit: ``(tile, None)``. ``(None, why)`` when none does (e.g. head dim 1024). Off CUDA without ``cc``
+    (compute capability; default q's device) the interpreter has no such limits: ``(chunk_size, None)``."""
+    cc = _capability(q, cc)
+    if cc is None:
+        return chunk_size, None
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    return _shape_unfit(q.shape[-1], v.shape[-1], chunk_size, q.dtype, state is not None, grad, cc, q.device)
+    first, tile = None, chunk_size
+    while tile >= 16:
+        why = _shape_unfit(q.shape[-1], v.shape[-1], tile, q.dtype, state is not None, grad, cc, q.device)
+        if why is None:
+            return tile, None
+        first = first or why
+        tile //= 2
+    return None, first
+
+
+def shape_unfit(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> str | None:
+    """Why ``mlstm_triton`` cannot serve inputs like these on the GPU at any tile (``kernel_tile``): None when it
+    can, and off CUDA without ``cc``. Asked by the ``mode="auto"`` dispatch (``ops/mlstm/__init__.py:
+    triton_fits``) before anything is launched."""
+    return kernel_tile(q, k, v, chunk_size, state, cc)[1]
 
 
 @functools.cache
@@ -667,7 +731,7 @@ def _shape_unfit(K, V, chunk, dtype, has_state, grad, cc, device) -> str | None:
             i, f = (torch.zeros(1, chunk, 1, device=device) for _ in range(2))
             z = (torch.zeros(1, 1, K, V, device=device), torch.zeros(1, 1, K, device=device), torch.zeros(1, 1))
             st = tuple(t.to(device) for t in z) if has_state else None
-            h, _ = mlstm_triton(q, k, v, i, f, st, chunk_size=chunk)
+            h, _ = _run(q, k, v, i, f, st, chunk, 1e-6, "sigmoid", "triton")
             if grad:
                 h.float().sum().backward()
 
