@@ -46,6 +46,8 @@ def test_zoo_encoders_score_the_targets_with_the_whole_context_in_view():
         model, task = build(spec.config)
         assert not getattr(model, "causal_stack", True)
         assert not any(block.mixer.causal for block in model.blocks)  # each query also sees what comes after it
+        if spec.labels["model"] == "attention_encoder":  # Orchid's short convolution (conv_size 3) before attention
+            assert all(block.mixer.short_conv == 3 for block in model.blocks)
         x, y = task.build(4, seed=0)
         emb = model.embed_tokens(x).detach().requires_grad_(True)
         logits = model(inputs_embeds=emb).logits

@@ -70,7 +70,7 @@ def states_at(model, context_len: int, batch: int = 1, seed: int = 0) -> list[An
                 v = torch.cat([torch.randn(batch, extra, *s.v.shape[2:], generator=g).to(s.v), s.v], 1)
             else:
                 k, v = s.k, s.v
-            s = KVCache(k=k, v=v, pos=torch.full_like(s.pos, context_len), seg=None)
+            s = KVCache(k=k, v=v, pos=torch.full_like(s.pos, context_len), seg=None, conv=s.conv)
         out.append(s)
     return out
 

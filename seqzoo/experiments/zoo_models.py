@@ -49,7 +49,7 @@ DESCRIPTIONS = {
     "griffin": "Griffin: RG-LRU + local MQA (window T/4)",
     "rmt": f"RMT: {RMT_MEM_TOKENS} read/write memory tokens around the attention stack, segments of T/2",
     "orchid": "Orchid encoder (data-dependent global convolution), recall as classification",
-    "attention_encoder": "bidirectional attention encoder (Orchid's reference)",
+    "attention_encoder": "bidirectional attention encoder with Orchid's short convolution (its reference)",
 }
 
 

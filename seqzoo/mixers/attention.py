@@ -17,6 +17,13 @@ Modes (all equal up to rounding): ``"sdpa"`` (PyTorch's fused scaled-dot-product
 boolean mask or ``is_causal``), ``"naive"`` (explicit fp32 softmax, the reference), and for local
 attention ``"blocked"`` (query blocks of ``window`` tokens against their 2·window keys: O(T·W) memory,
 never a T×T mask).
+
+``short_conv = k > 0`` (off by default) adds a depthwise causal convolution of the last k inputs to the input
+before the projections, ``x_t <- x_t + Σ_{j<k} w_j ⊙ x_{t-j}`` (zero-initialised: the layer starts as plain
+attention), the short convolution Hyena and Orchid put before their global mixers (arXiv:2302.10866,
+arXiv:2402.18508). It hands every position its predecessor, the previous-token feature that recall needs and
+that attention otherwise has to learn as a head first (docs/zoo.md, "The encoder probe"). Its last k-1 inputs
+travel in the state (``KVCache.conv``), and its taps stop at document starts (``segment_pos``).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from einops import rearrange
 from torch import nn
 
 from ..errors import InputError
+from ..ops.causal_conv import causal_conv1d
 from ..ops.rope import apply_rope
 from .base import Mixer, register_mixer
 
@@ -37,6 +45,7 @@ from .base import Mixer, register_mixer
 class KVCache:
     """Keys (rotated) and values of the visible past, ``(B, S, H_kv, hd)``, and the stream position ``(B,)``.
 
+    ``conv (B, k-1, D)``: the last inputs of the ``short_conv`` convolution (None without one).
     ``seg (B, S)``: the RoPE / document position (``segment_pos``) of every cached key; None means it equals the
     stream position (no packed documents). It continues ``segment_pos`` for a call that passes none, and marks
     document starts (0) inside the cache, which hide the keys before them.
@@ -46,6 +55,7 @@ class KVCache:
     v: torch.Tensor
     pos: torch.Tensor
     seg: torch.Tensor | None = None
+    conv: torch.Tensor | None = None  # (B, short_conv - 1, D): the short convolution's last inputs, if it has one
 
 
 def visible_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
@@ -91,8 +101,11 @@ class Attention(Mixer):
         window: int | None = None,
         qkv_bias: bool = False,
         out_bias: bool = False,
+        short_conv: int = 0,
     ):
         super().__init__(d_model)
+        if not isinstance(short_conv, int) or isinstance(short_conv, bool) or short_conv < 0:
+            raise InputError(f"short_conv must be an int >= 0 (kernel size; 0: none), got {short_conv!r}")
         if n_heads is None:
             n_heads = max(1, d_model // (head_dim or 64))
         if not isinstance(n_heads, int) or n_heads <= 0:
@@ -116,11 +129,15 @@ class Attention(Mixer):
         self.k_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=qkv_bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=out_bias)
+        self.short_conv = short_conv
+        if short_conv:
+            self.conv_weight = nn.Parameter(torch.zeros(d_model, short_conv))  # [:, -1] hits the current token
 
     def extra_repr(self) -> str:
         return (
             f"{super().extra_repr()}, heads={self.n_heads}, kv_heads={self.n_kv_heads}, head_dim={self.head_dim}, "
             f"window={self.window}, rope_fraction={self.rope_fraction}"
+            + (f", short_conv={self.short_conv}" if self.short_conv else "")
         )
 
     def default_mode(self, x, state):
@@ -135,6 +152,12 @@ class Attention(Mixer):
         if state.k.shape[0] != B or state.k.shape[2:] != (self.n_kv_heads, self.head_dim):
             raise InputError(
                 f"{self.name}: state.k must have shape ({B}, S, {self.n_kv_heads}, {self.head_dim}), got {tuple(state.k.shape)}"
+            )
+        want = (B, self.short_conv - 1, self.d_model)
+        if self.short_conv and (state.conv is None or tuple(state.conv.shape) != want):
+            got = None if state.conv is None else tuple(state.conv.shape)
+            raise InputError(
+                f"{self.name}: state.conv must have shape {want} (short_conv={self.short_conv}), got {got}"
             )
         pos = state.pos
         if pos.numel() != B or (B > 1 and not bool((pos == pos[0]).all())):
@@ -158,6 +181,11 @@ class Attention(Mixer):
     def _forward(self, x: torch.Tensor, state: KVCache | None, mode: str, segment_pos: torch.Tensor | None = None):
         B, T, _ = x.shape
         pos0 = 0 if state is None else self._check_state(x, state)
+        conv_state = None
+        if self.short_conv:
+            prev = None if state is None else state.conv.to(x.dtype)
+            delta, conv_state = causal_conv1d(x, self.conv_weight.to(x.dtype), None, prev, segment_pos)
+            x = x + delta
         q = rearrange(self.q_proj(x), "b t (h d) -> b t h d", h=self.n_heads)  # (B, T, H, hd)
         k = rearrange(self.k_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)  # (B, T, Hkv, hd)
         v = rearrange(self.v_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)
@@ -197,6 +225,7 @@ class Attention(Mixer):
                 v=v_all[:, -keep:],
                 pos=torch.full((B,), pos0 + T, dtype=torch.long, device=x.device),
                 seg=None if seg_all is None else seg_all[:, -keep:],
+                conv=conv_state,
             )
         return y, new_state
 

@@ -13,7 +13,9 @@ from . import register_preset
 AR_MIXER_KWARGS = {
     "orchid": {"conditioning": "type1", "conv": "circular", "param_groups": False},
     "long_conv": {"conv": "circular", "param_groups": False},
-    "attention": {"n_heads": 4},
+    # the attention reference with Orchid's short convolution (conv_size 3): plain attention stays on the recall
+    # plateau here (docs/zoo.md "The encoder probe"); pass short_conv=0 for it
+    "attention": {"n_heads": 4, "short_conv": 3},
 }
 
 
