@@ -46,7 +46,10 @@ TEXT_CLAIM = "byte-level LM; loss per position past the training length (xLSTM �
 STATE_CLAIM = (
     "state tracking trained short, tested longer (xLSTM §4.1: sLSTM solves parity; attention and linear RNNs fail)"
 )
-COPY_CLAIM = "retrieval and copying at 4x the training length (Griffin §6: MQA and Griffin extrapolate, Hawk degrades)"
+COPY_CLAIM = (
+    "copying at 4x the training length (Griffin §6.2: Hawk and Griffin extrapolate on induction heads, the MQA "
+    "Transformer does not)"
+)
 RMT_CLAIM = "memory tokens carry facts across segments (RMT §3-4); attention sees the whole input"
 ORCHID_CLAIM = "a data-dependent global convolution recalls like attention in an encoder (Orchid §4.1)"
 # quick-suite budgets, from measured attention runs (docs/zoo.md "Probe budgets"): batch 64, 4 heads, RoPE base 100
