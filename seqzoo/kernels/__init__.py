@@ -25,10 +25,11 @@ in their own dtype).
 
 from __future__ import annotations
 
-from .device import interpreting, triton_available, triton_unusable, usable_on
+from .device import compute_capability, interpreting, triton_available, triton_unusable, usable_on
 from .switch import (
     CHOICES,
     ENV,
+    chunk_halvings,
     chunk_unfit,
     float_unfit,
     kernels_setting,
@@ -41,7 +42,9 @@ from .switch import (
 __all__ = [
     "CHOICES",
     "ENV",
+    "chunk_halvings",
     "chunk_unfit",
+    "compute_capability",
     "float_unfit",
     "interpreting",
     "kernels_setting",

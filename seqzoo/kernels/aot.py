@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..errors import InputError, require
 from .prune import Usage, keep_mask, smem_limit
+from .switch import chunk_halvings
 
 TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100}
 DTYPES = ("float32", "bfloat16", "float16")
@@ -62,10 +63,8 @@ def preset_sizes() -> dict[str, list]:
             with torch.device("meta"):
                 m = MIXERS[name](d_model=cfg.d_model, **dict(cfg.mixer_kwargs.get(name, {})))
             if name == "mlstm":
-                tile = m.chunk_size
-                while tile >= 16:  # the chunk and its halvings: the tiles ops/mlstm/triton.py: kernel_tile may run
+                for tile in chunk_halvings(m.chunk_size):  # the tiles ops/mlstm/triton.py: kernel_tile may run
                     out["mlstm"].add((m.qk_dim, m.v_dim, tile))
-                    tile //= 2
                 if getattr(m, "conv_size", None):
                     out["conv"].add((m.inner, m.conv_size))
             elif name == "gateloop" and not (m.head_k == 1 and m.head_v == 1):

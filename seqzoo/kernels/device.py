@@ -38,9 +38,17 @@ def triton_unusable(device) -> str | None:
     return None
 
 
+def compute_capability(t: torch.Tensor, cc: int | None = None) -> int | None:
+    """``cc`` when given, else the compute capability of ``t``'s CUDA device as one int (e.g. 90); None off CUDA."""
+    if cc is None and t.device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(t.device)
+        cc = 10 * major + minor
+    return cc
+
+
 def usable_on(device) -> bool:
     """Can the Triton kernels run for tensors on ``device``: CUDA with triton, or CPU tensors under the interpreter."""
     return triton_unusable(device) is None
 
 
-__all__ = ["interpreting", "triton_available", "triton_unusable", "usable_on"]
+__all__ = ["compute_capability", "interpreting", "triton_available", "triton_unusable", "usable_on"]

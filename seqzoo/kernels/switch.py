@@ -130,9 +130,20 @@ def chunk_unfit(chunk_size: int) -> str | None:
     return f"chunk_size must be a power of two >= 16 (16, 32, 64, ...) on the Triton path, got {chunk_size!r}"
 
 
+def chunk_halvings(chunk_size: int) -> list[int]:
+    """``chunk_size`` and its halvings down to 16, longest first: the token tiles a chunked kernel may run instead of
+    a chunk that does not fit the GPU (``ops/mlstm/triton.py: kernel_tile``; ``seqzoo kernels check`` compiles them)."""
+    out = []
+    while chunk_size >= 16:
+        out.append(chunk_size)
+        chunk_size //= 2
+    return out
+
+
 __all__ = [
     "CHOICES",
     "ENV",
+    "chunk_halvings",
     "chunk_unfit",
     "float_unfit",
     "kernels_setting",

@@ -65,6 +65,9 @@ class HFBackbone(nn.Module):
         prefix = getattr(inner, "base_model_prefix", "")
         self._inner = [inner]  # not registered twice as a submodule
         self._base = [getattr(inner, prefix, inner) if prefix else inner]
+        # transformers 5.24 renamed past_key_values to cache (in forward arguments and in outputs)
+        takes_cache = "cache" in inspect.signature(self._base[0].forward).parameters
+        self._cache_name = "cache" if takes_cache else "past_key_values"
         self.d_model = int(getattr(cfg, "hidden_size", None) or cfg.n_embd)
         emb = inner.get_input_embeddings()
         if emb is None or getattr(emb, "weight", None) is None:
@@ -135,11 +138,6 @@ class HFBackbone(nn.Module):
         if not return_states:
             return hidden
         return hidden, out.get("cache", out.get("past_key_values"))  # the field's name depends on the version
-
-    @property
-    def _cache_name(self) -> str:
-        # transformers 5.24 renamed past_key_values to cache (in forward arguments and in outputs)
-        return "cache" if "cache" in inspect.signature(self._base[0].forward).parameters else "past_key_values"
 
     def lm_head(self, hidden: torch.Tensor) -> torch.Tensor:
         head = self._inner[0].get_output_embeddings()

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from ...errors import InputError, require
-from ...kernels import chunk_unfit
+from ...kernels import chunk_unfit, compute_capability
 from ...kernels._common import check_float, configs, dot_dtype, launch, next_pow2, probe_launches
 from ...kernels.prune import autotune, launch_unfit
 from .chunkwise import gateloop_chunkwise
@@ -555,11 +555,9 @@ def shape_unfit(q, v, phase=None, state=None, chunk_size: int | None = None, cc:
     backward kernels when q or v require grad) has no autotune config that fits the GPU's shared memory without
     spilling (``kernels/prune.py: launch_unfit``, compute capability ``cc``, default q's device). None when every
     kernel has one, and off CUDA without ``cc``. Asked by ``ops/gateloop/__init__.py: triton_fits``."""
+    cc = compute_capability(q, cc)
     if cc is None:
-        if q.device.type != "cuda":
-            return None
-        major, minor = torch.cuda.get_device_capability(q.device)
-        cc = 10 * major + minor
+        return None
     grad = torch.is_grad_enabled() and (q.requires_grad or v.requires_grad)
     args = (
         q.shape[-1],

@@ -57,20 +57,17 @@ differentiates that (kept for comparison).
 from __future__ import annotations
 
 import functools
-import logging
 
 import torch
 import triton
 import triton.language as tl
 
 from ...errors import InputError, require
-from ...kernels import chunk_unfit
+from ...kernels import chunk_halvings, chunk_unfit, compute_capability, note_kernel
 from ...kernels._common import check_float, configs, dot_dtype, interpreting, launch, next_pow2, probe_launches
 from ...kernels.prune import autotune, launch_unfit
 from .chunkwise import mlstm_chunkwise
 from .common import check_inputs, log_forget
-
-log = logging.getLogger("seqzoo.kernels")
 
 # Register pressure decides these lists (``seqzoo kernels check``, docs/benchmarks.md): at chunk 64 the (L, L) score
 # tiles and the (L, K) q, k tiles fill 255 registers per thread with 4 warps, BV = 128 and two pipeline stages spill
@@ -652,8 +649,8 @@ def mlstm_triton(
     unfit = chunk_unfit(chunk)
     require(unfit is None, f"mlstm_triton: {unfit}")
     tile, _ = kernel_tile(q, k, v, chunk, state)
-    if tile is not None and tile < chunk:
-        _note_tile(chunk, tile, q)
+    if tile is not None and tile < chunk:  # logged once: a kernel spills at the chunk length on this GPU
+        note_kernel("mlstm", f"triton (tiles of {tile} tokens for chunk {chunk})", q.device)
     return _run(q, k, v, i, f, state, tile or chunk, eps, forget_gate, backward)
 
 
@@ -663,32 +660,6 @@ def _run(q, k, v, i, f, state, tile, eps, forget_gate, backward):
     C0, n0, m0 = (None, None, None) if state is None else (s.float().contiguous() for s in state)
     h, C, n, m = MLSTMTriton.apply(q, k, v, i, f, C0, n0, m0, tile, eps, forget_gate, backward)
     return h, (C, n, m)
-
-
-_tiles_noted: set[tuple] = set()
-
-
-def _note_tile(chunk: int, tile: int, q) -> None:
-    key = (chunk, tile, q.shape[-1], q.dtype, str(q.device))
-    if key not in _tiles_noted:
-        _tiles_noted.add(key)
-        log.info(
-            "mlstm: chunk %d runs in Triton tiles of %d tokens on %s (head dim %d, %s): at %d a kernel has no "
-            "config that fits without spilling; the chunk length changes only rounding",
-            chunk,
-            tile,
-            q.device,
-            q.shape[-1],
-            str(q.dtype).removeprefix("torch."),
-            chunk,
-        )
-
-
-def _capability(q, cc: int | None) -> int | None:
-    if cc is None and q.device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(q.device)
-        cc = 10 * major + minor
-    return cc
 
 
 def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> tuple[int | None, str | None]:
@@ -701,17 +672,16 @@ def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> 
     on sm_80: the (L, L) score tiles spill), the kernels run the longest halving of it (>= 16) at which all of
     them fit: ``(tile, None)``. ``(None, why)`` when none does (e.g. head dim 1024). Off CUDA without ``cc``
     (compute capability; default q's device) the interpreter has no such limits: ``(chunk_size, None)``."""
-    cc = _capability(q, cc)
+    cc = compute_capability(q, cc)
     if cc is None:
         return chunk_size, None
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    first, tile = None, chunk_size
-    while tile >= 16:
+    first = None
+    for tile in chunk_halvings(chunk_size):
         why = _shape_unfit(q.shape[-1], v.shape[-1], tile, q.dtype, state is not None, grad, cc, q.device)
         if why is None:
             return tile, None
         first = first or why
-        tile //= 2
     return None, first
 
 
