@@ -57,3 +57,45 @@ def test_tiny_zoo_on_the_new_probes_writes_length_tables(tmp_path):
     assert "parity: accuracy at longer lengths" in md and "T=64" in md and "induction_heads" in md
     assert (tmp_path / "figures" / "parity_by_length.png").is_file()
     assert all(r["metrics"]["params"] > 0 for r in runs)
+
+
+def _record(probe, model, seed, acc, acc_far):
+    labels = {"probe": probe, "setting": "-", "model": model, "seed": seed}
+    lengths = [[32, 0.1, acc], [128, 0.5, acc_far]]
+    metrics = {"valid_accuracy": acc, "valid_loss": 0.1, "params": 10, "acc_by_length": lengths}
+    return {"key": f"{probe}{model}{seed}", "labels": labels, "status": "ran", "run_dir": "x", "metrics": metrics}
+
+
+def test_report_checks_each_probes_own_reference_and_separates_at_the_longest_length(tmp_path):
+    from seqzoo.experiments.zoo_probes import Probe
+    from seqzoo.experiments.zoo_report import write_zoo_report
+
+    copy = Probe("copy", "c", {"name": "induction_heads", "seq_len": 32}, eval={"task_lengths": [32, 128]})
+    enc = Probe("enc", "e", {"name": "associative_recall", "seq_len": 32}, reference="attention_encoder")
+    records = [
+        # equal at the training length (overlapping ranges), apart at 4x: only the longest length separates them
+        *(_record("copy", "attention", s, a, f) for s, a, f in [(0, 0.99, 0.10), (1, 1.0, 0.20)]),
+        *(_record("copy", "hawk", s, a, f) for s, a, f in [(0, 0.995, 0.97), (1, 0.98, 0.99)]),
+        # the encoder probe: its reference learns it, plain "attention" is not in it
+        *(_record("enc", "attention_encoder", s, 1.0, 1.0) for s in (0, 1)),
+        *(_record("enc", "orchid", s, 0.5, 0.5) for s in (0, 1)),
+    ]
+    settings = {
+        "suite": "t", "models": ["attention", "hawk"], "d_model": 8, "n_layers": 1, "seeds": [0, 1], "skipped": [],
+        "probes": [{"probe": p, "train": {}, "task": p.task} for p in (copy, enc)],
+    }  # fmt: skip
+    res = write_zoo_report(tmp_path, records, settings)
+    md = (tmp_path / "report.md").read_text()
+    assert "enc -: attention_encoder worst seed valid_accuracy 1 — learned" in md
+    assert "copy -: attention worst seed valid_accuracy 0.99 — learned" in md
+    assert "- copy, valid_accuracy at length 128: hawk [0.97, 0.99] beats attention [0.1, 0.2]" in md
+    assert sum("- copy, " in line for line in md.splitlines()) == 1  # nothing separates them at the training length
+    assert "- enc, valid_accuracy: attention_encoder [1, 1] beats orchid [0.5, 0.5]" in md
+    seps = json.loads((tmp_path / "separations.json").read_text())
+    assert {(s["better"], s["worse"], s["metric"]) for s in seps} == {
+        ("hawk", "attention", "valid_accuracy at length 128"),
+        ("attention_encoder", "orchid", "valid_accuracy"),
+    }  # the encoder probe is scored at its training length only
+    copy_hawk = next(r for r in res["summary"] if r["probe"] == "copy" and r["model"] == "hawk")
+    assert copy_hawk["at longest length"] == "0.98 (0.97–0.99) at 128"
+    assert all(r["metrics"].get("at_longest") is None for r in records)  # the run records are left as they were

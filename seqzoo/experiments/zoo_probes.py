@@ -31,6 +31,7 @@ class Probe:
     eval: dict[str, Any] | None = None
     needs_text: bool = False  # task gets path= from --data / $SEQZOO_DATA, skipped without
     models: tuple | None = None  # None: the suite's models
+    reference: str = "attention"  # the model that must learn the probe for its comparisons to count
 
     def settings(self) -> list[Any]:
         return list(self.values) if self.axis else [None]
@@ -89,6 +90,7 @@ def _probes(long: bool) -> list[Probe]:
             {"name": "associative_recall", "vocab_size": 10, "seq_len": 32},
             train=budget,
             models=("attention_encoder", "orchid"),
+            reference="attention_encoder",
         ),
     ]
     if long:

@@ -1,6 +1,7 @@
 """The zoo report: settings, summary (probe × model, spread over seeds, parameters, wall time, tokens/s),
-accuracy-vs-difficulty, loss-vs-position, learning curves, and which differences exceed the seed spread.
-Everything is drawn from the sweep's run records; tables are also written as csv / json / md."""
+accuracy-vs-difficulty, loss-vs-position, learning curves, and which differences exceed the seed spread (at the
+training length and at the longest evaluated length). Each probe's reference (``Probe.reference``: attention, or the
+encoder attention for the encoder probe) is checked for learning it. Everything is drawn from the sweep's run records; tables are also written as csv / json / md."""
 
 from __future__ import annotations
 
@@ -13,11 +14,39 @@ from ..sweep.merge import markdown_table, spread
 from .zoo_models import DESCRIPTIONS
 
 METRICS = ["valid_accuracy", "valid_loss", "params", "train_s", "tokens_per_s"]
-REFERENCE = "attention"
+MIN_GAP = 0.02  # separations closer than this (e.g. 0.998 vs 1.000) are listed in separations.json only
+LONGEST = "at_longest"  # the probe's metric at its longest evaluated length (see longest_length_value)
 
 
 def _higher(metric: str) -> bool:
     return "acc" in metric
+
+
+def longest_length(probe) -> int | None:
+    """The longest length a probe is evaluated at beyond its training length, or None."""
+    lengths = (probe.eval or {}).get("task_lengths") or (probe.eval or {}).get("lengths")
+    return max(lengths) if lengths else None
+
+
+def longest_length_value(record: dict[str, Any], probe) -> float | None:
+    """The probe's metric at its longest evaluated length: the accuracy of ``acc_by_length`` ([L, loss, accuracy])
+    for probes rebuilt longer, the loss of ``by_length`` ([L, loss]) for the text probe; None where not measured."""
+    metrics = record.get("metrics") or {}
+    if (probe.eval or {}).get("task_lengths") and metrics.get("acc_by_length"):
+        return float(max(metrics["acc_by_length"], key=lambda row: row[0])[2])
+    if (probe.eval or {}).get("lengths") and metrics.get("by_length"):
+        return float(max(metrics["by_length"], key=lambda row: row[0])[1])
+    return None
+
+
+def _with_longest(records: list[dict[str, Any]], probes: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records with ``at_longest`` added to their metrics (new dicts: the run records are not touched)."""
+    out = []
+    for r in records:
+        p = probes.get(r["labels"].get("probe"))
+        v = longest_length_value(r, p) if p is not None else None
+        out.append(r if v is None else {**r, "metrics": {**r["metrics"], LONGEST: v}})
+    return out
 
 
 def _summary_rows(rows: list[dict[str, Any]], probes: dict[str, Any]) -> list[dict[str, Any]]:
@@ -32,6 +61,11 @@ def _summary_rows(rows: list[dict[str, Any]], probes: dict[str, Any]) -> list[di
                 "seeds": r["n"],
                 "metric": m.replace("valid_", ""),
                 "mean (min–max)": spread(r, m),
+                "at longest length": (
+                    f"{spread(r, LONGEST)} at {longest_length(probes[r['probe']])}"
+                    if r.get(f"{LONGEST}_mean") is not None
+                    else "-"
+                ),
                 "params": int(r["params_mean"]) if r["params_mean"] is not None else None,
                 "wall s": r["train_s_mean"],
                 "train tokens/s": r["tokens_per_s_mean"],
@@ -51,7 +85,8 @@ def _by_model(records, **labels) -> dict[str, list[dict]]:
 
 def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
     probes = {i["probe"].name: i["probe"] for i in settings["probes"]}
-    rows = aggregate(records, METRICS)
+    records = _with_longest(records, probes)
+    rows = aggregate(records, [*METRICS, LONGEST])
     write_tables(rows, out, "results")
     summary = _summary_rows(rows, probes)
     write_tables(summary, out, "summary")
@@ -75,16 +110,16 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
     rep.heading("Summary (mean over seeds, min–max in brackets)")
     rep.table(summary, list(summary[0]) if summary else ["probe"])
 
-    rep.heading("Does the attention reference learn each probe?")
+    rep.heading("Does the reference (attention; the encoder attention on the encoder probe) learn each probe?")
     checks = []
     for r in rows:
-        if r["model"] != REFERENCE:
+        if r["model"] != probes[r["probe"]].reference:
             continue
         m = probes[r["probe"]].metric
         if _higher(m):
             ok = r[f"{m}_min"] is not None and r[f"{m}_min"] >= 0.95
             verdict = "learned" if ok else "NOT learned (no claim from this setting)"
-            checks.append(f"{r['probe']} {r['setting']}: worst seed {m} {_f(r[f'{m}_min'])} — {verdict}")
+            checks.append(f"{r['probe']} {r['setting']}: {r['model']} worst seed {m} {_f(r[f'{m}_min'])} — {verdict}")
         else:
             best = min(
                 (
@@ -94,21 +129,33 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
                 ),
                 default=None,
             )
-            checks.append(f"{r['probe']} {r['setting']}: mean {m} {_f(r[f'{m}_mean'])} (best of all models {_f(best)})")
-    rep.bullets(checks or ["attention is not in this run"])
+            checks.append(
+                f"{r['probe']} {r['setting']}: {r['model']} mean {m} {_f(r[f'{m}_mean'])} (best of all models {_f(best)})"
+            )
+    rep.bullets(checks or ["no probe's reference is in this run"])
 
     rep.heading("Differences beyond the seed spread")
     seps = []
     for name, p in probes.items():
         sub = [r for r in rows if r["probe"] == name]
         seps += separations(sub, p.metric, by="model", within=["probe", "setting"], higher_is_better=_higher(p.metric))
+        if longest_length(p) is not None:
+            far = separations(sub, LONGEST, by="model", within=["probe", "setting"], higher_is_better=_higher(p.metric))
+            seps += [{**s, "metric": f"{p.metric} at length {longest_length(p)}"} for s in far]
     measured = [s for s in seps if not s["n1"]]
-    if measured:
-        rep.bullets([_sep_text(s) for s in measured])
+    wide = [s for s in measured if _gap(s) >= MIN_GAP]
+    if wide:
+        rep.bullets(_sep_lines(wide))
     else:
-        rep.text("None measured: no pair of models with ≥ 2 seeds each has non-overlapping ranges.")
+        rep.text(f"None measured: no pair of models with ≥ 2 seeds each has ranges apart by ≥ {MIN_GAP}.")
+    if len(wide) < len(measured):
+        rep.text(
+            f"{len(measured) - len(wide)} further pairs have ranges that do not overlap but lie less than {MIN_GAP} "
+            "apart (models at the same ceiling); they are in separations.json."
+        )
     if any(s["n1"] for s in seps):
         rep.text(f"With one seed there is no spread: {sum(s['n1'] for s in seps)} one-seed differences are not listed.")
+    write_tables(seps, out, "separations")
 
     for name, p in probes.items():
         if p.axis:
@@ -203,9 +250,23 @@ def _f(v: Any) -> str:
     return "-" if v is None else f"{v:.4g}"
 
 
-def _sep_text(s: dict[str, Any]) -> str:
-    g = " ".join(str(v) for v in s["group"].values())
-    lo, hi = s["better_range"], s["worse_range"]
-    return (
-        f"{g}: {s['better']} [{lo[0]:.3g}, {lo[1]:.3g}] beats {s['worse']} [{hi[0]:.3g}, {hi[1]:.3g}] on {s['metric']}"
-    )
+def _gap(s: dict[str, Any]) -> float:
+    """The distance between the two seed ranges of a separation (≥ 0)."""
+    (b_lo, b_hi), (w_lo, w_hi) = s["better_range"], s["worse_range"]
+    return max(b_lo - w_hi, w_lo - b_hi)
+
+
+def _sep_lines(seps: list[dict[str, Any]]) -> list[str]:
+    """One line per (probe, setting, metric, better model): ``A [lo, hi] beats B [lo, hi], C [lo, hi]``."""
+    grouped: dict[tuple, list[dict]] = {}
+    for s in seps:
+        grouped.setdefault((*s["group"].values(), s["metric"], s["better"]), []).append(s)
+    lines = []
+    for key, group in grouped.items():
+        *g, metric, better = key
+        lo, hi = group[0]["better_range"]
+        worse = ", ".join(f"{s['worse']} [{s['worse_range'][0]:.3g}, {s['worse_range'][1]:.3g}]" for s in group)
+        lines.append(
+            f"{' '.join(str(v) for v in g if v != '-')}, {metric}: {better} [{lo:.3g}, {hi:.3g}] beats {worse}"
+        )
+    return lines
