@@ -99,3 +99,25 @@ def test_report_checks_each_probes_own_reference_and_separates_at_the_longest_le
     copy_hawk = next(r for r in res["summary"] if r["probe"] == "copy" and r["model"] == "hawk")
     assert copy_hawk["at longest length"] == "0.98 (0.97–0.99) at 128"
     assert all(r["metrics"].get("at_longest") is None for r in records)  # the run records are left as they were
+
+
+def test_the_suites_attention_head_count_reaches_attention_local_attention_and_rmts_backbone():
+    import torch
+
+    from seqzoo.experiments.zoo_models import ZOO_HEADS, rmt_model
+    from seqzoo.tasks import build_task
+
+    full = _specs(suite="full", probes="mqar,rmt_mqar", models="attention,local_attention,rmt,hawk")
+    quick = _specs(probes="mqar,rmt_mqar", models="attention,local_attention,rmt,hawk")
+    for specs, heads in ((full, SUITES["full"]["attention_heads"]), (quick, ZOO_HEADS)):
+        for s in specs:
+            model = s.config["model"]
+            if s.labels["model"] in ("attention", "local_attention"):
+                assert model["config"]["mixer_kwargs"][s.labels["model"]]["n_heads"] == heads
+            elif s.labels["model"] == "rmt":
+                assert model["args"].get("n_heads", ZOO_HEADS) == heads
+                torch.manual_seed(0)
+                rmt = rmt_model(build_task(**s.config["task"]), **model["args"])
+                assert rmt.backbone.model.blocks[0].mixer.n_heads == heads
+    assert SUITES["full"]["attention_heads"] != ZOO_HEADS  # else this test checks nothing
+    assert all("n_heads" not in s.config["model"].get("args", {}) for s in quick)  # default runs keep their keys

@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..sweep import RunSpec, choose, resolve_options, run_sweep
 from . import register_experiment
 from .data import TEXT, find_data
-from .zoo_models import LM_MODELS, ZOO_MODELS, model_spec
+from .zoo_models import LM_MODELS, ZOO_HEADS, ZOO_MODELS, model_spec
 from .zoo_probes import SUITES, Probe
 
 FN = "seqzoo.sweep.train_run:train_run"
@@ -76,13 +76,17 @@ def build_specs(opts: dict[str, Any]) -> tuple[list[RunSpec], dict[str, Any]]:
     casts = (("steps", int), ("batch_size", int), ("lr", float), ("device", str))
     overrides = {k: cast(opts[k]) for k, cast in casts if opts[k] is not None}
     text = find_data(opts["data"] or None, TEXT)
-    specs, skipped, probe_info = probe_specs(probes, models, seeds, d_model, n_layers, budget, overrides, text)
+    heads = suite.get("attention_heads", ZOO_HEADS)
+    specs, skipped, probe_info = probe_specs(
+        probes, models, seeds, d_model, n_layers, budget, overrides, text, attention_heads=heads
+    )
     settings = {
         "suite": opts["suite"],
         "models": models,
         "seeds": seeds,
         "d_model": d_model,
         "n_layers": n_layers,
+        "attention_heads": heads,
         "probes": probe_info,
         "skipped": skipped,
         "text": str(text) if text else None,
@@ -99,11 +103,12 @@ def probe_specs(
     budget: dict[str, Any],
     overrides: dict[str, Any] | None = None,
     text: Path | None = None,
+    attention_heads: int = ZOO_HEADS,
 ) -> tuple[list[RunSpec], list[str], list[dict[str, Any]]]:
     """The sweep grid of ``probes`` (every difficulty setting × model × seed) at one width and depth: the zoo's and
     every experiment built on its probes (``length_gen.py``). A probe's training settings are ``budget``, then the
     probe's own ``train``, then ``overrides`` (command-line options win). A probe without its own model list runs
-    the LM models among ``models``. Returns (specs, skipped probes with the reason, per-probe info for reports)."""
+    the LM models among ``models``; ``attention_heads`` is the head count of the attention models (``model_spec``). Returns (specs, skipped probes with the reason, per-probe info for reports)."""
     from ..tasks import build_task
 
     lm_models = [m for m in models if m in LM_MODELS]
@@ -124,7 +129,7 @@ def probe_specs(
                 for seed in seeds:
                     cfg = {
                         "seed": seed,
-                        "model": model_spec(m, t.vocab_size, d_model, n_layers, t.seq_len),
+                        "model": model_spec(m, t.vocab_size, d_model, n_layers, t.seq_len, attention_heads),
                         "task": task,
                         "train": train,
                         **({"eval": p.eval} if p.eval else {}),

@@ -9,13 +9,14 @@
   Griffin's pattern (RG-LRU, RG-LRU, local MQA with window T/4) is cut to (RG-LRU, local MQA) below 3 layers.
 
 * ``rmt``: the Recurrent Memory Transformer (Bulatov et al., arXiv:2207.06881) around the ``attention`` stack, with
-  read/write memory tokens and segments of T/2, so a fact and its query fall into different segments (probes that
-  name it in ``Probe.models``);
+  read/write memory tokens and segments of T/2, so most queries fall into a later segment than their fact (probes
+  that name it in ``Probe.models``);
 * ``orchid`` and ``attention_encoder``: bidirectional encoders (Orchid, Karami & Ghodsi, arXiv:2402.18508, §4's
   recall model) for encoder-side probes (recall as classification); attention is their reference.
 
 Attention settings of the zoo (a zoo choice, not the presets' defaults): ``ZOO_HEADS = 4`` heads (without it the
-mixer's default is one head of dimension 64, which stays on the recall plateau) and RoPE base ``ZOO_ROPE_BASE = 100`` for
+mixer's default is one head of dimension 64, which stays on the recall plateau; the full suite's MQAR at T 64 needs
+2 heads of 32, its ``attention_heads``) and RoPE base ``ZOO_ROPE_BASE = 100`` for
 ``attention``, ``local_attention``, RMT's backbone and Griffin's local MQA. With head dimension 16 and the usual
 base 10000 almost every rotary frequency is too slow to tell neighbouring positions apart, so the previous-token
 head that recall needs forms late and attention sits on the MQAR plateau for hundreds of steps (docs/zoo.md).
@@ -67,27 +68,32 @@ def single_mixer_config(mixer: str, vocab_size: int, d_model: int, n_layers: int
     )
 
 
-def rmt_model(task, d_model: int, n_layers: int, segment_size: int, num_mem_tokens: int):
+def rmt_model(task, d_model: int, n_layers: int, segment_size: int, num_mem_tokens: int, n_heads: int = ZOO_HEADS):
     """RMT (read/write memory, full BPTT) around the zoo's ``attention`` stack for ``task``."""
     from ..models import LanguageModel
     from ..models.rmt import RMT, RMTConfig
 
     backbone = LanguageModel(
-        single_mixer_config("attention", task.vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE, n_heads=ZOO_HEADS)
+        single_mixer_config("attention", task.vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE, n_heads=n_heads)
     )
     return RMT(backbone, RMTConfig(num_mem_tokens=num_mem_tokens, segment_size=segment_size))
 
 
-def model_spec(name: str, vocab_size: int, d_model: int, n_layers: int, seq_len: int) -> dict[str, Any]:
+def model_spec(
+    name: str, vocab_size: int, d_model: int, n_layers: int, seq_len: int, attention_heads: int = ZOO_HEADS
+) -> dict[str, Any]:
     """The run-config ``model`` entry of zoo model ``name``: ``{"type": "lm", "config": ..., "init": ...}`` or a
-    ``{"builder": ..., "args": ...}`` for RMT and the encoders."""
+    ``{"builder": ..., "args": ...}`` for RMT and the encoders. ``attention_heads``: the head count of
+    ``attention``, ``local_attention`` and RMT's backbone (a suite setting, ``SUITES[...]["attention_heads"]``)."""
     window = max(4, seq_len // 4)
     init = None
     if name == "rmt":
         args = {"d_model": d_model, "n_layers": n_layers, "segment_size": max(1, seq_len // 2)}
+        # named only where it differs from the default, so runs of the default keep their configuration hashes
+        heads = {} if attention_heads == ZOO_HEADS else {"n_heads": attention_heads}
         return {
             "builder": "seqzoo.experiments.zoo_models:rmt_model",
-            "args": {**args, "num_mem_tokens": RMT_MEM_TOKENS},
+            "args": {**args, "num_mem_tokens": RMT_MEM_TOKENS, **heads},
         }
     if name in ("orchid", "attention_encoder"):
         mixer = "orchid" if name == "orchid" else "attention"
@@ -95,7 +101,9 @@ def model_spec(name: str, vocab_size: int, d_model: int, n_layers: int, seq_len:
         return {"builder": "seqzoo.experiments.orchid:ar_model", "args": args}
     if name in ("attention", "local_attention"):
         kw = {"window": window} if name == "local_attention" else {}
-        cfg = single_mixer_config(name, vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE, n_heads=ZOO_HEADS, **kw)
+        cfg = single_mixer_config(
+            name, vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE, n_heads=attention_heads, **kw
+        )
     elif name in SINGLE or name in MIXERS:
         cfg = single_mixer_config(name, vocab_size, d_model, n_layers)
     elif name == "xlstm":

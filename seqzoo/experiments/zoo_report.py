@@ -97,7 +97,8 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
     rep.bullets(
         [
             f"models: {', '.join(f'{m} ({DESCRIPTIONS.get(m, m)})' for m in settings['models'])}",
-            f"width d_model={settings['d_model']}, depth {settings['n_layers']} blocks, seeds {settings['seeds']}",
+            f"width d_model={settings['d_model']}, depth {settings['n_layers']} blocks, seeds {settings['seeds']}, "
+            f"attention heads {settings.get('attention_heads', '-')}",
             f"code version {code_version('seqzoo.sweep.train_run:train_run')}; runs under {out / 'runs'}",
             *(f"skipped probe — {s}" for s in settings["skipped"]),
         ]
