@@ -230,6 +230,7 @@ def cmd_zoo(args) -> int:
         device=args.device,
         task=task,
         progress=not args.no_progress,
+        collect_only=args.collect_only,
     )
     print()
     print(res["table"])
@@ -427,6 +428,11 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", help="cpu (default) | cuda")
     s.add_argument("--out", default="results/zoo")
     s.add_argument("--no-progress", action="store_true")
+    s.add_argument(
+        "--collect-only",
+        action="store_true",
+        help="train nothing: write the report from the runs already finished under --out and list the rest",
+    )
     s.set_defaults(fn=cmd_zoo)
 
     s = sub.add_parser(

@@ -187,3 +187,26 @@ def test_report_md_and_self_contained_html(tmp_path):
     assert "![a figure](fig.png)" in md.read_text() and "| a | 0.5 |" in md.read_text()
     text = page.read_text()
     assert text.count("src='data:image/png;base64,") == 1 and "fig.png" not in text
+
+
+def test_collect_only_trains_and_writes_nothing_and_reports_the_unfinished_runs_as_missing(tmp_path):
+    done = run_sweep([spec(seed=0)], tmp_path, log=lambda *_: None)
+    assert done[0]["status"] == "ran"
+    before = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    recs = run_sweep([spec(seed=0), spec(seed=1)], tmp_path, log=lambda *_: None, train=False)
+    assert [r["status"] for r in recs] == ["skipped", "missing"]
+    assert recs[0]["metrics"] == done[0]["metrics"] and "metrics" not in recs[1]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == before  # no folder for the missing run
+
+
+def test_zoo_collect_only_reports_what_finished_and_lists_the_rest(tmp_path):
+    from seqzoo.experiments.zoo import run_zoo
+
+    tiny = dict(d_model=16, n_layers=1, steps=2, batch_size=4, progress=False, probes="parity")
+    run_zoo(tmp_path, models="attention", **tiny)
+    n_runs = len(list((tmp_path / "runs").iterdir()))
+    res = run_zoo(tmp_path, models="attention,hawk", collect_only=True, **tiny)
+    assert res["missing"] == 1 and len(list((tmp_path / "runs").iterdir())) == n_runs
+    assert [(r["model"], r["seeds"]) for r in res["summary"]] == [("attention", 1)]  # the missing run counts nowhere
+    md = (tmp_path / "report.md").read_text()
+    assert "## Not trained yet" in md and "probe=parity setting=- model=hawk seed=0" in md

@@ -37,6 +37,7 @@ OPTIONS: dict[str, Any] = {
     "device": None,
     "task": None,  # {"name": ..., **args}: one custom probe instead of the suite's
     "progress": True,
+    "collect_only": False,  # train nothing: the report of the runs already finished, the others listed as missing
 }
 
 
@@ -148,7 +149,8 @@ def run_zoo(out_dir: str | Path = "results/zoo", **options: Any) -> dict[str, An
     out = Path(out_dir)
     log = print if opts["progress"] else (lambda *_: None)
     procs = opts["procs"] or min(2, os.cpu_count() or 1)
-    records = run_sweep(specs, out, procs=procs, log=log)
+    collect = str(opts["collect_only"]).lower() in ("1", "true", "yes")
+    records = run_sweep(specs, out, procs=procs, log=log, train=not collect)
     from .zoo_report import write_zoo_report
 
     return write_zoo_report(out, records, settings)

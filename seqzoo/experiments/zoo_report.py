@@ -85,7 +85,8 @@ def _by_model(records, **labels) -> dict[str, list[dict]]:
 
 def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
     probes = {i["probe"].name: i["probe"] for i in settings["probes"]}
-    records = _with_longest(records, probes)
+    missing = [r for r in records if r.get("status") == "missing"]  # collect-only: not trained (yet)
+    records = _with_longest([r for r in records if r.get("status") != "missing"], probes)
     rows = aggregate(records, [*METRICS, LONGEST])
     write_tables(rows, out, "results")
     summary = _summary_rows(rows, probes)
@@ -101,6 +102,11 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
             f"attention heads {settings.get('attention_heads', '-')}",
             f"code version {code_version('seqzoo.sweep.train_run:train_run')}; runs under {out / 'runs'}",
             *(f"skipped probe — {s}" for s in settings["skipped"]),
+            *(
+                [f"{len(missing)} runs of the grid are not trained yet (collect only): listed at the end"]
+                if missing
+                else []
+            ),
         ]
     )
     for info in settings["probes"]:
@@ -205,6 +211,9 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
         rep.heading(f"{name}: learning curves ({label})")
         rep.figure(png, f"{name} {label}: training loss (mean over seeds)")
 
+    if missing:
+        rep.heading("Not trained yet")
+        rep.bullets([" ".join(f"{k}={v}" for k, v in r["labels"].items()) for r in missing])
     errors = [r for r in records if r.get("status") == "error"]
     if errors:
         rep.heading("Errors")
@@ -218,6 +227,7 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
         "table": table,
         "report": str(page),
         "errors": len(errors),
+        "missing": len(missing),
         "out_dir": str(out),
     }
 

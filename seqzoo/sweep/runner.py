@@ -70,11 +70,17 @@ def _execute(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_sweep(
-    specs: list[RunSpec], root: str | Path, procs: int = 1, log=print, code: str | None = None
+    specs: list[RunSpec],
+    root: str | Path,
+    procs: int = 1,
+    log=print,
+    code: str | None = None,
+    train: bool = True,
 ) -> list[dict[str, Any]]:
     """Run ``specs`` under ``root``; returns one record per spec, in order: key, labels, run_dir, status
     (``skipped`` = found done, ``ran``, ``error``), metrics and wall_s. ``code`` overrides the code version
-    (tests)."""
+    (tests). ``train=False`` runs nothing and writes nothing: runs not found done get status ``missing`` (for a
+    report of a sweep that is still under way; a run being trained elsewhere counts as missing until it ends)."""
     require(isinstance(procs, int) and procs >= 1, f"procs must be an int >= 1, got {procs!r}")
     runs = Path(root) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -100,13 +106,20 @@ def run_sweep(
                 "wall_s": d["wall_s"],
             }
             continue
+        if not train:
+            records[i] = {"key": key, "labels": spec.labels, "run_dir": str(run_dir), "status": "missing"}
+            continue
         run_dir.mkdir(parents=True, exist_ok=True)
         meta = {"key": key, "fn": spec.fn, "code_version": version, "labels": spec.labels, "config": spec.config}
         _write_json(run_dir / "config.json", meta)
         jobs.append(
             (i, {"key": key, "fn": spec.fn, "config": spec.config, "labels": spec.labels, "run_dir": str(run_dir)})
         )
-    log(f"[sweep] {len(specs)} runs: {len(specs) - len(jobs)} done before, {len(jobs)} to run, {procs} process(es)")
+    if not train:
+        n_missing = sum(1 for r in records if r is not None and r.get("status") == "missing")
+        log(f"[sweep] {len(specs)} runs: {len(specs) - n_missing} done, {n_missing} not trained (collect only)")
+    else:
+        log(f"[sweep] {len(specs)} runs: {len(specs) - len(jobs)} done before, {len(jobs)} to run, {procs} process(es)")
     if procs > 1 and len(jobs) > 1:
         with mp.get_context("spawn").Pool(min(procs, len(jobs)), initializer=_pin_one_thread) as pool:
             for (i, _), rec in zip(jobs, pool.imap(_execute, [j for _, j in jobs])):
