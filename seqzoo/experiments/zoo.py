@@ -109,7 +109,8 @@ def probe_specs(
     """The sweep grid of ``probes`` (every difficulty setting × model × seed) at one width and depth: the zoo's and
     every experiment built on its probes (``length_gen.py``). A probe's training settings are ``budget``, then the
     probe's own ``train``, then ``overrides`` (command-line options win). A probe without its own model list runs
-    the LM models among ``models``; ``attention_heads`` is the head count of the attention models (``model_spec``). Returns (specs, skipped probes with the reason, per-probe info for reports)."""
+    the LM models among ``models``; ``attention_heads`` is the head count of the attention models (``model_spec``).
+    Returns (specs, skipped probes with the reason, per-probe info for reports)."""
     from ..tasks import build_task
 
     lm_models = [m for m in models if m in LM_MODELS]
@@ -149,8 +150,7 @@ def run_zoo(out_dir: str | Path = "results/zoo", **options: Any) -> dict[str, An
     out = Path(out_dir)
     log = print if opts["progress"] else (lambda *_: None)
     procs = opts["procs"] or min(2, os.cpu_count() or 1)
-    collect = str(opts["collect_only"]).lower() in ("1", "true", "yes")
-    records = run_sweep(specs, out, procs=procs, log=log, train=not collect)
+    records = run_sweep(specs, out, procs=procs, log=log, train=not opts["collect_only"])  # a bool: resolve_options
     from .zoo_report import write_zoo_report
 
     return write_zoo_report(out, records, settings)

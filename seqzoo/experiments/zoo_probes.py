@@ -8,9 +8,9 @@ LM trained at T and evaluated at up to 8T with the loss per position: xLSTM arXi
 ``parity`` / ``modular_sum`` (state tracking trained at T, scored at 2-4T: Deletang et al. arXiv:2207.02098,
 xLSTM §4.1), ``induction_heads`` / ``selective_copy`` (retrieval and copying trained at T, scored at 4T: Griffin §6),
 ``rmt_mqar`` (MQAR with RMT's segments of T/2: the pairs sit in the first segment, two thirds of the query slots
-in the second; RMT arXiv:2207.06881) and ``orchid_recall`` (associative recall as classification on encoders; Orchid arXiv:2402.18508
-§4). Probes trained short and scored longer rebuild the task with a larger ``seq_len`` (``eval.task_lengths``).
-New probes (tasks in ``seqzoo/tasks/``) are one more :class:`Probe` in ``SUITES``.
+in the second; RMT arXiv:2207.06881) and ``orchid_recall`` (associative recall as classification on encoders;
+Orchid arXiv:2402.18508 §4). Probes trained short and scored longer rebuild the task with a larger ``seq_len``
+(``eval.task_lengths``). New probes (tasks in ``seqzoo/tasks/``) are one more :class:`Probe` in ``SUITES``.
 """
 
 from __future__ import annotations

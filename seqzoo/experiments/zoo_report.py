@@ -1,7 +1,8 @@
 """The zoo report: settings, summary (probe × model, spread over seeds, parameters, wall time, tokens/s),
 accuracy-vs-difficulty, loss-vs-position, learning curves, and which differences exceed the seed spread (at the
 training length and at the longest evaluated length). Each probe's reference (``Probe.reference``: attention, or the
-encoder attention for the encoder probe) is checked for learning it. Everything is drawn from the sweep's run records; tables are also written as csv / json / md."""
+encoder attention for the encoder probe) is checked for learning it. Everything is drawn from the sweep's run
+records; tables are also written as csv / json / md."""
 
 from __future__ import annotations
 
