@@ -160,6 +160,27 @@ def test_unknown_option_refused_by_name():
         resolve_options(defaults, {"stepz": 3}, "exp")
     with pytest.raises(InputError, match="steps"):
         resolve_options(defaults, {"steps": "many"}, "exp")
+    with pytest.raises(InputError, match="flag"):
+        resolve_options(defaults, {"flag": "ture"}, "exp")  # a typo is not silently false
+
+
+@pytest.mark.parametrize(
+    "name, option",
+    [
+        ("orchid-ar", "collect_only"),
+        ("orchid-ar", "param_groups"),
+        ("orchid-bench", "backward"),
+        ("xlstm-slstm-bench", "compiled"),
+    ],
+)
+def test_experiment_switches_refuse_words_that_are_not_bools(tmp_path, name, option):
+    """The experiments that take their switches as ``--set`` strings parse them with ``as_bool``: a misspelt
+    switch is an error naming it, raised before the output folder is made."""
+    from seqzoo.experiments import get_experiment
+
+    with pytest.raises(InputError, match=option):
+        get_experiment(name).run(tmp_path / "out", **{option: "ture"})
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..sweep import RunSpec, choose
+from ..sweep import RunSpec, as_bool, choose
 from . import register_experiment
 from ._runs import FN, as_ints, as_list, run_specs, write_rows
 from .data import require_data
@@ -89,7 +89,7 @@ def filter_optim(filter_lr: Any, pos_lr: Any, filter_wd: Any, param_groups: Any)
     the filter FFN and Sin frequencies at ``filter_lr`` with weight decay ``filter_wd``, the positional features
     at ``pos_lr`` without weight decay (0 freezes them, as Hyena's recall configs do). ``param_groups`` false:
     one group for every parameter, the rule of the older tables."""
-    if str(param_groups).lower() in ("0", "false", "no"):
+    if not as_bool(param_groups, "param_groups"):
         return {"param_groups": False}
     from ..mixers.orchid import check_optim_setting
 
@@ -144,7 +144,8 @@ def _plot_ar(out: Path, rows: list[dict]) -> None:
         chance = next(r["chance"] for r in rows if (r["vocab"], r["length"]) == (V, T))
         ax.axhline(chance, color="gray", ls=":", lw=1)
         ax.set(title=f"V={V}, T={T}", xlabel="step", ylim=(0, 1.02))
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # a cell with no curve yet (collect_only) has nothing to label
+            ax.legend(fontsize=7)
     axes[0][0].set_ylabel("held-out recall accuracy")
     fig.tight_layout()
     fig.savefig(out / "ar_curves.png", dpi=120)
@@ -179,8 +180,7 @@ def orchid_ar(
     ``collect_only=True`` trains nothing: it tabulates the finished runs and the curves of unfinished ones."""
     from ..tasks import build_task
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    collect_only = as_bool(collect_only, "collect_only")  # before anything is written
     options = dict(
         vocab_sizes=as_ints(vocab_sizes),
         lengths=as_ints(lengths),
@@ -195,6 +195,8 @@ def orchid_ar(
         n_layers=int(n_layers),
         filter_optim=filter_optim(filter_lr, pos_lr, filter_wd, param_groups),
     )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-ar", **options}, indent=2) + "\n")
     train = _train_settings(steps, batch_size, lr, eval_every, eval_samples, weight_decay=0.1)
     filters = {m: options["filter_optim"] if m in ("orchid", "long_conv") else {} for m in MIXERS}
@@ -215,7 +217,7 @@ def orchid_ar(
         )
         for V, T, s, m in cells
     ]
-    if str(collect_only).lower() in ("1", "true", "yes"):
+    if collect_only:
         results = [_peek(out, spec) for spec in specs]
     else:
         results = [{"status": "done", **_result(r)} for r in run_specs(out, specs, int(procs))]
@@ -454,9 +456,9 @@ def orchid_bench(
 ) -> dict[str, Any]:
     """Each measurement runs in a fresh process (peak RSS growth over the process baseline); a mixer is not
     tried at longer lengths once it timed out or ran out of memory."""
+    backward = as_bool(backward, "backward")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    backward = str(backward).lower() not in ("0", "false", "no")
     options = dict(
         mixers=as_list(mixers),
         lengths=as_ints(lengths),

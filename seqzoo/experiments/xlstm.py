@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..plots import plot_lines
-from ..sweep import choose
+from ..sweep import as_bool, choose
 from . import register_experiment
 from ._runs import as_ints, as_list, train_runs, write_rows
 from .data import TEXT, require_data
@@ -369,6 +369,7 @@ def xlstm_slstm_bench(
     from ..ops.slstm import slstm_compiled, slstm_fused, slstm_naive
     from ..ops.slstm.fused import _loop, _pointwise
 
+    compiled = as_bool(compiled, "compiled")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(int(threads))
@@ -377,7 +378,7 @@ def xlstm_slstm_bench(
     wx = torch.randn(B, T, H, 4, d, generator=g)
     R = 0.1 * torch.randn(H, d, 4, d, generator=g)
     fwd = {"naive": slstm_naive, "fused": slstm_fused}
-    if str(compiled).lower() not in ("0", "false", "no"):
+    if compiled:
         fwd["compiled"] = slstm_compiled
         t0 = time.perf_counter()
         with torch.no_grad():

@@ -12,7 +12,7 @@
 
 from .grid import RunSpec, code_version, product
 from .merge import aggregate, mean_curve, separations, write_tables
-from .options import as_list, choose, resolve_options
+from .options import as_bool, as_list, choose, resolve_options
 from .report import Report, plot_series
 from .runner import run_sweep, seed_everything
 
@@ -20,6 +20,7 @@ __all__ = [
     "Report",
     "RunSpec",
     "aggregate",
+    "as_bool",
     "as_list",
     "choose",
     "code_version",

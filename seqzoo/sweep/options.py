@@ -19,16 +19,32 @@ def as_list(v: Any, cast=str) -> list:
     return [cast(s.strip()) for s in str(v).split(",") if s.strip()]
 
 
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def as_bool(value: Any, name: str) -> bool:
+    """A switch given as a bool, 0/1 or a word (``--set`` passes strings); any other word is an error naming
+    ``name``, so that a typo such as ``collect_only=ture`` cannot silently mean false."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    word = str(value).strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise InputError(f"option {name}={value!r} must be a bool: one of {', '.join(TRUE_WORDS + FALSE_WORDS)}")
+
+
 def _cast(name: str, value: Any, default: Any, where: str) -> Any:
     try:
         if isinstance(default, bool):
-            if isinstance(value, str):
-                if value.lower() in ("1", "true", "yes"):
-                    return True
-                if value.lower() in ("0", "false", "no"):
-                    return False
-                raise InputError(value)
-            return bool(value)
+            try:
+                return as_bool(value, name)
+            except InputError:
+                raise InputError(f"{where}: option {name}={value!r} must be a bool") from None
         if isinstance(default, int):
             if isinstance(value, float) and not value.is_integer():
                 raise InputError(value)
