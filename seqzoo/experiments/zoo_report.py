@@ -104,6 +104,11 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
             f"code version {code_version('seqzoo.sweep.train_run:train_run')}; runs under {out / 'runs'}",
             *(f"skipped probe — {s}" for s in settings["skipped"]),
             *(
+                [f"text corpus {settings['text']} (sha256 {settings['text_sha256']})"]
+                if settings.get("text_sha256")
+                else []
+            ),
+            *(
                 [f"{len(missing)} runs of the grid are not trained yet (collect only): listed at the end"]
                 if missing
                 else []
