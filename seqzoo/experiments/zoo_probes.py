@@ -3,10 +3,11 @@ tests. A probe counts as evidence only where the attention reference learns it (
 
 Probes: ``mqar`` (multi-query associative recall at growing numbers of pairs against a fixed width: recall capacity
 of a fixed-size state; Arora et al. 2023 "Zoology", arXiv:2312.04927; Griffin arXiv:2402.19427 §6),
-``memory_horizon`` (GateLoop arXiv:2311.01927 App. A: forget at resets, remember between them), ``text`` (byte-level
-LM trained at T and evaluated at up to 8T with the loss per position: xLSTM arXiv:2405.04517 §4.3, Griffin §6.1).
-``parity`` / ``modular_sum`` (state tracking trained at T, scored at 2-4T: Deletang et al. arXiv:2207.02098,
-xLSTM §4.1), ``induction_heads`` / ``selective_copy`` (retrieval and copying trained at T, scored at 4T: Griffin §6),
+``text`` (byte-level LM trained at T and evaluated at up to 8T with the loss per position: xLSTM
+arXiv:2405.04517 §4.3, Griffin §6.1), ``parity`` / ``modular_sum`` (state tracking trained at T, scored at 2-4T:
+Deletang et al. arXiv:2207.02098, xLSTM §4.1), ``induction_heads`` / ``selective_copy`` (retrieval and copying
+trained at T, scored at 4T: Griffin §6; selective copying is also the forgetting probe, for GateLoop
+arXiv:2311.01927's data-controlled transitions),
 ``rmt_mqar`` (MQAR with RMT's segments of T/2: the pairs sit in the first segment, two thirds of the query slots
 in the second; RMT arXiv:2207.06881) and ``orchid_recall`` (associative recall as classification on encoders;
 Orchid arXiv:2402.18508 §4). Probes trained short and scored longer rebuild the task with a larger ``seq_len``
@@ -41,7 +42,6 @@ class Probe:
 
 
 MQAR_CLAIM = "recall capacity of a fixed-size state (Zoology; Griffin §6: Hawk below MQA and Griffin)"
-MH_CLAIM = "data-controlled forgetting: reset at markers, remember between them (GateLoop App. A, Figs. 5-7)"
 TEXT_CLAIM = "byte-level LM; loss per position past the training length (xLSTM §4.3, Griffin §6.1 extrapolation)"
 
 STATE_CLAIM = (
@@ -50,6 +50,13 @@ STATE_CLAIM = (
 COPY_CLAIM = (
     "copying at 4x the training length (Griffin §6.2: Hawk and Griffin extrapolate on induction heads, the MQA "
     "Transformer does not)"
+)
+# the full suite's forgetting probe. Memory Horizon (GateLoop App. A) is not in the suite: its attention reference
+# stays near 0.25 accuracy at this budget (docs/zoo.md "Memory Horizon"), so no comparison on it would count here;
+# `seqzoo experiment gateloop-memory-horizon` runs the paper's own ablation against fixed transitions instead
+SELECT_CLAIM = (
+    "forgetting: copy the marked tokens, drop the noise between them (data-controlled transitions, GateLoop §3), "
+    "at 4x the training length (Griffin §6.2: Hawk and Griffin extrapolate, the MQA Transformer does not)"
 )
 RMT_CLAIM = "memory tokens carry facts across segments (RMT §3-4); attention sees the whole input"
 ORCHID_CLAIM = "a data-dependent global convolution recalls like attention in an encoder (Orchid §4.1)"
@@ -106,7 +113,7 @@ def _probes(long: bool) -> list[Probe]:
         out[3:3] = [
             Probe(
                 "selective_copy",
-                COPY_CLAIM,
+                SELECT_CLAIM,
                 {"name": "selective_copy", "vocab_size": 16, "seq_len": 32, "n_tokens": 4},
                 eval={"task_lengths": [32, 128], "samples": 512},
             )
@@ -172,11 +179,6 @@ SUITES: dict[str, dict[str, Any]] = {
             # 2, 8 and 12 pairs: 4 pairs (between the easy and the separating setting) costs ~100 CPU-core minutes
             # and was dropped to keep the suite within a few hours of a 2-core CPU
             Probe("mqar", MQAR_CLAIM, {"name": "mqar", "vocab_size": 32, "seq_len": 64}, "num_pairs", (2, 8, 12)),
-            Probe(
-                "memory_horizon",
-                MH_CLAIM,
-                {"name": "memory_horizon", "seq_len": 128, "n_resets": 3, "train_size": 4000, "test_size": 500},
-            ),
             Probe(
                 "text",
                 TEXT_CLAIM,
