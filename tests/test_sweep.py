@@ -10,6 +10,7 @@ from seqzoo.sweep import (
     Report,
     RunSpec,
     aggregate,
+    data_digest,
     plot_series,
     resolve_options,
     run_sweep,
@@ -231,3 +232,20 @@ def test_zoo_collect_only_reports_what_finished_and_lists_the_rest(tmp_path):
     assert [(r["model"], r["seeds"]) for r in res["summary"]] == [("attention", 1)]  # the missing run counts nowhere
     md = (tmp_path / "report.md").read_text()
     assert "## Not trained yet" in md and "probe=parity setting=- model=hawk seed=0" in md
+
+
+def test_a_runs_key_follows_the_content_of_the_files_its_task_reads(tmp_path):
+    """Same path, edited corpus: a new key; the old text again: the old key; a task without files: unaffected."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("to be or not to be " * 50)
+    text = RunSpec(FN, {"seed": 0, "task": {"name": "text", "path": str(corpus), "seq_len": 8}})
+    recall = spec(seed=0)
+    before = (text.key("v"), recall.key("v"))
+    (corpus / "a.txt").write_text("that is the question " * 50)
+    assert text.key("v") != before[0] and recall.key("v") == before[1]
+    (corpus / "a.txt").write_text("to be or not to be " * 50)
+    assert text.key("v") == before[0]
+    (corpus / "b.txt").write_text("a second book")  # a file added to the folder is read too
+    assert text.key("v") != before[0]
+    assert data_digest({"name": "mqar", "num_pairs": 2}) is None

@@ -121,21 +121,3 @@ def test_the_suites_attention_head_count_reaches_attention_local_attention_and_r
                 assert rmt.backbone.model.blocks[0].mixer.n_heads == heads
     assert SUITES["full"]["attention_heads"] != ZOO_HEADS  # else this test checks nothing
     assert all("n_heads" not in s.config["model"].get("args", {}) for s in quick)  # default runs keep their keys
-
-
-def test_a_text_runs_key_follows_the_corpus_content_not_only_its_path(tmp_path):
-    """Same path, edited text: new run keys for the text probe (and only for it); same text again: the old keys."""
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("to be or not to be " * 400)
-
-    def keys():
-        specs = _specs(probes="text,parity", models="attention", data=str(corpus))
-        return {s.labels["probe"]: s.key("v") for s in specs if s.labels["seed"] == 0}
-
-    before = keys()
-    assert set(before) == {"text", "parity"}
-    corpus.write_text("that is the question " * 400)
-    edited = keys()
-    assert edited["text"] != before["text"] and edited["parity"] == before["parity"]
-    corpus.write_text("to be or not to be " * 400)
-    assert keys() == before

@@ -37,20 +37,3 @@ def require_data(given: str | None, sub: str, option: str) -> Path:
     if p is None:
         raise InputError(f"{option}= is needed (a file or folder), or set ${ENV} to a data folder holding {sub}")
     return p
-
-
-def corpus_digest(path: str | Path) -> str:
-    """SHA-256 (16 hex) of the files the text task reads from ``path`` (a file or a folder, as ``tasks.text``
-    resolves it), names and bytes in order. A run key holds it beside the path, so an edited corpus at the same
-    path trains anew instead of reusing results of the old text."""
-    import hashlib
-
-    from ..tasks.text import resolve_paths
-
-    h = hashlib.sha256()
-    for p in resolve_paths(path):
-        h.update(p.name.encode() + b"\0")
-        with open(p, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()[:16]

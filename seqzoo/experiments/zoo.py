@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..sweep import RunSpec, choose, resolve_options, run_sweep
+from ..sweep import RunSpec, choose, data_digest, resolve_options, run_sweep
 from . import register_experiment
-from .data import TEXT, corpus_digest, find_data
+from .data import TEXT, find_data
 from .zoo_models import LM_MODELS, ZOO_HEADS, ZOO_MODELS, model_spec
 from .zoo_probes import SUITES, Probe
 
@@ -91,7 +91,7 @@ def build_specs(opts: dict[str, Any]) -> tuple[list[RunSpec], dict[str, Any]]:
         "probes": probe_info,
         "skipped": skipped,
         "text": str(text) if text else None,
-        "text_sha256": next((s.config["data"]["sha256"] for s in specs if "data" in s.config), None),
+        "text_sha256": data_digest({"path": str(text)}) if text else None,  # in each text run's key too
     }
     return specs, settings
 
@@ -116,8 +116,6 @@ def probe_specs(
 
     lm_models = [m for m in models if m in LM_MODELS]
     specs, skipped, probe_info = [], [], []
-    # the corpus's content joins the key of every text run (train_run ignores the entry): same path, new text -> new run
-    corpus = {"data": {"sha256": corpus_digest(text)}} if text is not None and any(p.needs_text for p in probes) else {}
     for p in probes:
         if p.needs_text and text is None:
             skipped.append(f"{p.name}: no text corpus (pass data=PATH or set $SEQZOO_DATA)")
@@ -138,7 +136,6 @@ def probe_specs(
                         "task": task,
                         "train": train,
                         **({"eval": p.eval} if p.eval else {}),
-                        **(corpus if p.needs_text else {}),
                     }
                     labels = {"probe": p.name, "setting": "-" if value is None else f"{p.axis}={value}", "model": m}
                     specs.append(RunSpec(FN, cfg, {**labels, "seed": seed}))

@@ -10,7 +10,7 @@
 * ``options.py``: strict experiment options (unknown keys refused by name).
 """
 
-from .grid import RunSpec, code_version, product
+from .grid import RunSpec, code_version, data_digest, product
 from .merge import aggregate, mean_curve, separations, write_tables
 from .options import as_bool, as_list, choose, resolve_options
 from .report import Report, plot_series
@@ -24,6 +24,7 @@ __all__ = [
     "as_list",
     "choose",
     "code_version",
+    "data_digest",
     "mean_curve",
     "plot_series",
     "product",

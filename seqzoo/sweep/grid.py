@@ -11,6 +11,10 @@ defines ``fn``; a run whose model comes from a ``builder`` function also hashes 
 change a number). We chose a source hash over the git commit because a commit misses uncommitted edits (a run
 made from a modified tree would be filed under the clean commit) and is absent in an installed package; the
 cost is that any edit of a computing file, even a comment, reruns the sweep, which errs on the safe side.
+
+A task that reads files (task arguments ``path``, ``test_path``, ``bpe_dir``: a file, a folder or a list of them)
+also puts the SHA-256 of those files' names and bytes into the key (:func:`data_digest`), so an edited corpus at
+the same path trains anew instead of reusing results of the old text.
 """
 
 from __future__ import annotations
@@ -51,6 +55,43 @@ def code_version(fn: str = "") -> str:
     return f"{__version__}+{h.hexdigest()[:12]}"
 
 
+DATA_ARGS = ("path", "test_path", "bpe_dir")  # task arguments that name files a run reads
+
+
+def _files(arg: Any) -> list[Path]:
+    if isinstance(arg, (list, tuple)):
+        return [f for item in arg for f in _files(item)]
+    p = Path(str(arg)).expanduser()
+    if p.is_dir():
+        return sorted(f for f in p.rglob("*") if f.is_file())
+    return [p] if p.is_file() else []  # a missing path: the task itself refuses it with its own error
+
+
+@functools.lru_cache(maxsize=256)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """SHA-256 of one file's bytes; cached by (path, size, mtime) so a sweep hashes each corpus once."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def data_digest(task: Any) -> str | None:
+    """16 hex digits of SHA-256 over the names and contents of every file the task arguments ``DATA_ARGS`` name
+    (folders: every file below them), or None for a task that reads no file."""
+    if not isinstance(task, dict):
+        return None
+    files = [(name, f) for name in DATA_ARGS if task.get(name) for f in _files(task[name])]
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for name, f in files:
+        st = f.stat()
+        h.update(f"{name}:{f.name}:{_file_digest(str(f.resolve()), st.st_size, st.st_mtime_ns)}\n".encode())
+    return h.hexdigest()[:16]
+
+
 @functools.cache
 def _module_hash(module: str) -> str:
     """SHA-256 (12 hex) of a module's source file: a model builder outside the computing packages."""
@@ -71,11 +112,14 @@ class RunSpec:
 
     def key(self, code: str | None = None) -> str:
         """12 hex digits of SHA-256 over (fn, config, code version, the source of a model ``builder`` module the
-        config names); the run's folder name."""
+        config names, the contents of the data files the task reads); the run's folder name."""
         code = code_version(self.fn) if code is None else code
         model = self.config.get("model") if isinstance(self.config, dict) else None
         builder = model.get("builder") if isinstance(model, dict) else None
         extra = {"builder_code": _module_hash(builder.split(":")[0])} if builder else {}
+        data = data_digest(self.config.get("task")) if isinstance(self.config, dict) else None
+        if data:
+            extra["data"] = data
         text = canonical({"fn": self.fn, "config": self.config, "code": code, **extra})
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
