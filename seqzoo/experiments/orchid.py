@@ -12,8 +12,9 @@
 The training experiments (``-ar``, ``-images``, ``-mlm``) run through the sweep runner (``seqzoo/sweep``): each
 run lives in ``<out>/runs/<hash>/``, the hash of its whole configuration (model, task, training settings, seed,
 code version), so a rerun with another ``steps`` or ``lr`` trains anew, an unchanged rerun trains nothing and a
-cut run resumes from its checkpoint. The models come from the builders below (``ar_model``, ``vision_model``,
-``mlm_model``), named in the run configuration as ``{"builder": "seqzoo.experiments.orchid:...", "args": ...}``.
+cut run resumes from its checkpoint. The models come from the builders of ``orchid_models.py`` (``ar_model``,
+``vision_model``, ``mlm_model``), named in the run configuration as ``{"builder":
+"seqzoo.experiments.orchid_models:...", "args": ...}``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..sweep import RunSpec, as_bool, choose
 from . import register_experiment
 from ._runs import FN, as_ints, as_list, run_specs, write_rows
 from .data import require_data
+from .orchid_models import vision_config
 
 MIXERS = ("orchid", "long_conv", "attention")
 
@@ -55,7 +57,7 @@ def _train_settings(steps: int, batch_size: int, lr: float, eval_every: int, eva
 
 
 def _spec(labels: dict, builder: str, args: dict, task: dict, train: dict, eval: dict | None = None) -> RunSpec:
-    model = {"builder": f"seqzoo.experiments.orchid:{builder}", "args": args}
+    model = {"builder": f"seqzoo.experiments.orchid_models:{builder}", "args": args}
     config = {"seed": int(labels["seed"]), "model": model, "task": task, "train": train}
     return RunSpec(FN, {**config, "eval": eval} if eval else config, labels)
 
@@ -75,15 +77,6 @@ def _result(record: dict) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ associative recall
-def ar_model(task, mixer: str, d_model: int, n_layers: int, **mixer_kwargs):
-    """The §8 recall model (``orchid_ar_config``) for ``task`` (associative_recall); ``mixer_kwargs`` (e.g. the
-    implicit filters' optimiser rule, ``filter_optim``) go to the mixer."""
-    from ..models import Encoder
-    from ..models.presets.orchid import orchid_ar_config
-
-    return Encoder(orchid_ar_config(mixer, task.vocab_size, task.seq_len, d_model, n_layers, **mixer_kwargs))
-
-
 def filter_optim(filter_lr: Any, pos_lr: Any, filter_wd: Any, param_groups: Any) -> dict[str, Any]:
     """The mixer kwargs of the implicit filters' optimiser rule (Hyena, arXiv:2302.10866; ``Orchid.optim_overrides``):
     the filter FFN and Sin frequencies at ``filter_lr`` with weight decay ``filter_wd``, the positional features
@@ -233,35 +226,12 @@ def orchid_ar(
 
 
 # ---------------------------------------------------------------------------- images
-def _vision_config(mixer: str, task, patch: int, d_model: int, n_layers: int, mlp_hidden: int | None = None):
-    from ..models.presets.orchid import orchid_vit_config
-
-    return orchid_vit_config(
-        mixer,
-        d_model=d_model,
-        n_layers=n_layers,
-        image_size=task.image_size,
-        patch_size=patch,
-        channels=task.channels,
-        max_value=float(task.max_value),
-        mlp_hidden=mlp_hidden,
-        **({"param_groups": False} if mixer in ("orchid", "long_conv") else {}),
-    )
-
-
-def vision_model(task, mixer: str, patch: int, d_model: int, n_layers: int, mlp_hidden: int | None = None):
-    """The ViT-style classifier with ``mixer`` in every block, for an image task."""
-    from ..models.vision import VisionClassifier
-
-    return VisionClassifier(_vision_config(mixer, task, patch, d_model, n_layers, mlp_hidden))
-
-
 def matched_mlp_hidden(mixer: str, target: int, task, patch: int, d_model: int, n_layers: int) -> int | None:
     """The MLP width (a multiple of 4 blocks) that brings ``mixer``'s model closest to ``target`` parameters."""
     from ..models.vision import VisionClassifier
 
     def count(h):
-        return VisionClassifier(_vision_config(mixer, task, patch, d_model, n_layers, h)).num_parameters()
+        return VisionClassifier(vision_config(mixer, task, patch, d_model, n_layers, h)).num_parameters()
 
     base = 4 * d_model
     per = (count(base + 4) - count(base)) / 4  # parameters per unit of MLP width
@@ -292,7 +262,7 @@ def orchid_images(
     models, seeds = choose(as_list(models), set(MIXERS), "models"), as_ints(seeds)
     patch, d_model, n_layers = int(patch), int(d_model), int(n_layers)
     t = build_task(task)
-    target = VisionClassifier(_vision_config("orchid", t, patch, d_model, n_layers)).num_parameters()
+    target = VisionClassifier(vision_config("orchid", t, patch, d_model, n_layers)).num_parameters()
     hidden = {
         m: (None if m == "orchid" else matched_mlp_hidden(m, target, t, patch, d_model, n_layers)) for m in models
     }
@@ -713,23 +683,6 @@ def _plot_ar_long(out: Path, rows: list[dict]) -> None:
 
 
 # -------------------------------------------------------------------- masked LM (Orchid-BERT)
-def mlm_model(task, mixer: str, d_model: int, n_layers: int, filter_width: int):
-    """Orchid-BERT (M2-style) for ``task`` (mlm); another ``mixer`` takes the Orchid slot of the same model."""
-    from ..models import Encoder
-    from ..models.presets.orchid import orchid_bert_config
-
-    cfg = orchid_bert_config(
-        d_model, n_layers=n_layers, filter_width=filter_width, seq_len=task.seq_len, vocab_size=task.vocab_size
-    )
-    if mixer != "orchid":
-        kw = {
-            "attention": {"n_heads": 4, "rope_fraction": 0.0},  # BERT: learned positions only
-            "long_conv": {"l_max": task.seq_len, "filter_width": filter_width},
-        }.get(mixer, {})
-        cfg = cfg.replace(pattern=[mixer], mixer_kwargs={mixer: kw})
-    return Encoder(cfg)
-
-
 @register_experiment(
     "orchid-mlm",
     "Masked-LM pre-training of a small Orchid-BERT vs the same M2 model with a static long conv or attention",

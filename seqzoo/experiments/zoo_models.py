@@ -98,7 +98,7 @@ def model_spec(
     if name in ("orchid", "attention_encoder"):
         mixer = "orchid" if name == "orchid" else "attention"
         args = {"mixer": mixer, "d_model": d_model, "n_layers": n_layers}
-        return {"builder": "seqzoo.experiments.orchid:ar_model", "args": args}
+        return {"builder": "seqzoo.experiments.orchid_models:ar_model", "args": args}
     if name in ("attention", "local_attention"):
         kw = {"window": window} if name == "local_attention" else {}
         cfg = single_mixer_config(
