@@ -219,6 +219,9 @@ def test_collect_only_trains_and_writes_nothing_and_reports_the_unfinished_runs_
     assert [r["status"] for r in recs] == ["skipped", "missing"]
     assert recs[0]["metrics"] == done[0]["metrics"] and "metrics" not in recs[1]
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == before  # no folder for the missing run
+    fresh = tmp_path / "never_trained"
+    assert [r["status"] for r in run_sweep([spec(seed=0)], fresh, log=lambda *_: None, train=False)] == ["missing"]
+    assert not fresh.exists()  # not even the runs folder
 
 
 def test_zoo_collect_only_reports_what_finished_and_lists_the_rest(tmp_path):

@@ -98,10 +98,11 @@ def filter_optim(filter_lr: Any, pos_lr: Any, filter_wd: Any, param_groups: Any)
 
 def _peek(out: Path, spec: RunSpec) -> dict[str, Any]:
     """A run's numbers without training: its ``done.json`` if finished, else the curve logged so far."""
-    run_dir = out / "runs" / spec.key()
+    key = spec.key()  # code version, builder source and data digest: computed once
+    run_dir = out / "runs" / key
     done = run_dir / "done.json"
     if done.is_file():
-        return {"status": "done", **_result({"key": spec.key(), "metrics": json.loads(done.read_text())["metrics"]})}
+        return {"status": "done", **_result({"key": key, "metrics": json.loads(done.read_text())["metrics"]})}
     curve = [(r["step"], r["accuracy"]) for r in _records(run_dir / "train") if r.get("split") == "valid"]
     return {
         "status": "unfinished",
@@ -111,7 +112,7 @@ def _peek(out: Path, spec: RunSpec) -> dict[str, Any]:
         "time_s": None,
         "curve": curve,
         "last_eval_step": curve[-1][0] if curve else 0,
-        "run": spec.key(),
+        "run": key,
     }
 
 

@@ -83,7 +83,8 @@ def run_sweep(
     report of a sweep that is still under way; a run being trained elsewhere counts as missing until it ends)."""
     require(isinstance(procs, int) and procs >= 1, f"procs must be an int >= 1, got {procs!r}")
     runs = Path(root) / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
+    if train:  # collect only writes nothing, not even the folder
+        runs.mkdir(parents=True, exist_ok=True)
     records: list[dict[str, Any] | None] = [None] * len(specs)
     jobs, seen = [], {}
     for i, spec in enumerate(specs):
