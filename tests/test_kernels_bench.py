@@ -64,3 +64,50 @@ def test_import_seqzoo_does_not_import_triton():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_isolated_bench_survives_a_part_that_aborts(tmp_path, monkeypatch):
+    """``--isolate`` (the default on CUDA): each op's seqzoo + torch contenders and each peer run in a child process;
+    a child killed by the compiler (an LLVM assertion aborted the mLSTM op on an H200 with triton 3.6) becomes a row
+    with its exit status and last line, and the other parts' rows are kept and merged."""
+    import json
+    import sys
+
+    import seqzoo.bench.kernels as bk
+
+    real = bk._child_command
+
+    def child(argv):
+        if "conv" in argv and "--no-peers" in argv:  # the conv op's own part dies as the compiler did
+            return [
+                sys.executable,
+                "-c",
+                "import os, sys; print('Assertion failed: trying to erase', file=sys.stderr); os.abort()",
+            ]
+        return real(argv)
+
+    monkeypatch.setattr(bk, "_child_command", child)
+    out = tmp_path / "iso"
+    argv = ["--device", "cpu", "--lengths", "16", "--rounds", "1", "--threads", "1", "--isolate"]
+    assert bk.main([*argv, "--ops", "scan,conv", "--out", str(out), "--no-plot"]) == 0
+    rows = json.loads((out / "kernels.json").read_text())
+    scan = {r["impl"] for r in rows if r["op"] == "scan"}
+    assert scan == {"torch two-level chunked", "torch per-token loop (baseline)"}
+    assert all(r["fwd_ms"] > 0 for r in rows if r["op"] == "scan")
+    dead = [r for r in rows if r["op"] == "conv" and r["impl"] == "seqzoo and torch"]
+    assert len(dead) == 1 and dead[0]["error"].startswith("process exited with -6: Assertion failed")
+    config = json.loads((out / "config.json").read_text())
+    assert config["isolated"] and config["device"] == "cpu"
+    assert (out / "kernels.csv").read_text().count("\n") == len(rows) + 1
+
+
+def test_isolated_children_get_the_runs_own_options():
+    from seqzoo.bench.kernels import _without_options
+
+    argv = ["--device", "cuda", "--ops", "mlstm", "--out=/tmp/x", "--no-plot", "--lengths", "4096", "--isolate"]
+    assert _without_options(argv, {"--ops", "--out", "--no-plot", "--isolate"}) == [
+        "--device",
+        "cuda",
+        "--lengths",
+        "4096",
+    ]

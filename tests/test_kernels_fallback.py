@@ -77,9 +77,8 @@ def test_probe_records_the_launches_without_running_them():
     q, k, v = _mlstm_in(16)
     i, f = torch.zeros(1, 20, 2), torch.zeros(1, 20, 2)
 
-    def run():
-        h, _ = mlstm_triton(q, k, v, i, f, chunk_size=16)
-        h.float().sum().backward()
+    def run():  # inputs that require grad: ``apply`` runs the backward inside the probe
+        mlstm_triton(q, k, v, i, f, chunk_size=16)
 
     rec = _common.probe_launches(run)
     names = [(kern.fn.__name__, kw.get("STATES_ONLY")) for kern, _, kw in rec]
@@ -124,6 +123,31 @@ def test_mlstm_backward_kernel_that_spills_makes_training_unfit(monkeypatch):
     assert why is not None and "_mlstm_bwd_dstate_kernel" in why and "spills" in why
     with torch.no_grad():  # inference launches only the forward kernel: fine
         assert shape_unfit(*_mlstm_in(64, grad=False), 16, cc=90) is None
+
+
+@pytest.mark.parametrize("op", ["mlstm", "gateloop"])
+def test_shape_probe_records_the_backward_without_autograds_engine(op, monkeypatch):
+    """The probe calls the backward itself (``kernels/_common.py: apply``): autograd's engine runs a CUDA graph's
+    backward on a device thread that does not see the recording, so on the first GPU run the backward kernels were
+    launched for real and a spilling one raised from the autotune hook. Here the engine refuses to run at all, and
+    the probe must still find the backward kernel that spills."""
+    from seqzoo.ops.gateloop.triton import shape_unfit as gateloop_unfit
+    from seqzoo.ops.mlstm.triton import shape_unfit as mlstm_unfit
+
+    bwd = "_mlstm_bwd_dstate_kernel" if op == "mlstm" else "_gla_bwd_dstate_kernel"
+
+    def usage(self, config, nargs, kwargs):
+        return Usage(255, 512 if self.kernel.__name__ == bwd else 0, 10_000)
+
+    def engine(*a, **kw):
+        raise AssertionError("the shape probe ran autograd's engine")
+
+    monkeypatch.setattr(ResourcePrune, "usage", usage)
+    monkeypatch.setattr(torch.autograd, "backward", engine)
+    monkeypatch.setattr(torch.Tensor, "backward", engine)
+    q, k, v = _mlstm_in(32)
+    why = mlstm_unfit(q, k, v, 16, cc=90) if op == "mlstm" else gateloop_unfit(q, v, cc=90)
+    assert why is not None and bwd in why and "spills" in why
 
 
 def test_mlstm_runs_shorter_tiles_where_the_chunk_spills(monkeypatch):
@@ -237,3 +261,39 @@ def test_states_only_and_plain_forward_tune_separately():
 
     assert cache_key() != cache_key(STATES_ONLY=True)
     assert cache_key() != cache_key(HAS_STATE=True)
+
+
+def test_hook_compiles_each_config_from_the_autotuners_own_call(monkeypatch):
+    """The autotuner calls the hook with the launch's keywords, ``grid`` and ``warmup`` among them
+    (``Autotuner.prune_configs``: ``early_config_prune(configs, nargs, **kwargs)``). The hook's compile-only
+    warmup must take its own grid and the config's meta-parameters: on the first GPU run every config failed to
+    compile with "multiple values for keyword argument 'grid'" and every kernel launch raised."""
+    from seqzoo.ops.causal_conv.triton import _conv_fwd_kernel as tuned
+
+    class Compiled:
+        n_regs, n_spills = 64, 0
+        metadata = type("M", (), {"shared": 1024})()
+
+        def _init_handles(self):
+            pass
+
+    class Kernel:  # JITFunction.warmup's signature: grid keyword-only, everything else passed through
+        __name__ = "_conv_fwd_kernel"
+
+        def __init__(self):
+            self.calls = []
+
+        def warmup(self, *args, grid, **kwargs):
+            self.calls.append((grid, kwargs))
+            return Compiled()
+
+    kernel = Kernel()
+    monkeypatch.setattr(tuned.early_config_prune, "kernel", kernel)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (9, 0))
+    tuned.nargs = {name: torch.zeros(1) for name in tuned.arg_names}
+    launch = {"grid": lambda meta: (4,), "warmup": False}
+    kept = tuned.prune_configs(launch)
+    assert kept == tuned.configs and len(kernel.calls) == len(tuned.configs)
+    for (grid, kwargs), config in zip(kernel.calls, tuned.configs):
+        assert grid == (1,) and "warmup" not in kwargs
+        assert kwargs == config.all_kwargs()

@@ -15,6 +15,9 @@ CPU (``--device cpu``, the default without a GPU): small shapes, torch reference
 one point timed interleaved in one process (min of N), reported as ratios against the per-token loop of the same
 op measured in the same run (on a shared CPU only ratios measured in one run are comparable).
 
+On CUDA each op's seqzoo and torch contenders run in one child process and each peer in its own
+(``--isolate``, ``isolated_kernel_bench``): a kernel compiler that aborts costs its part only, recorded as a row.
+
 Results: ``kernels.csv``, ``kernels.json``, ``config.json`` and ``kernels.png`` under ``--out``.
 Run: ``python -m seqzoo.bench.kernels --device cpu --out results/kernels``.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -328,13 +332,16 @@ def run_kernel_bench(
     plot: bool = True,
     smoke: bool = False,
     ops: tuple[str, ...] = OPS,
+    impls: tuple[str, ...] | None = None,
+    peers: bool = True,
 ) -> list[dict[str, Any]]:
     """Run the benchmark and write results; returns the rows. See the module docstring.
 
     ``tokens`` (B·T per point), ``n_heads``, ``dk``, ``dv``: the shapes; unset, GPU mode takes TFLA's (65,536 tokens,
     16 heads, 128, 256) and CPU mode small ones (max(lengths) tokens, 2 heads, 32, 32). Set values are used as given.
     ``threads``: CPU threads (default 1: on a shared 2-core box two threads are often 10-20x slower).
-    ``ops``: subset of ``OPS`` to run.
+    ``ops``: subset of ``OPS`` to run. ``impls``: only the contenders of these names (default all);
+    ``peers=False``: none of the peers (``PEERS``). ``isolated_kernel_bench`` uses both to give each peer a process.
     ``smoke``: run the GPU code path (Triton contenders, roofline columns) on CPU under TRITON_INTERPRET=1 at the
     given (tiny) shapes with a single untimed-quality call per point: checks the plumbing, its times mean nothing.
     """
@@ -378,6 +385,8 @@ def run_kernel_bench(
         if op not in ops:
             return
         contenders = build()  # tensors are allocated only for the ops that run
+        skip = set() if peers else set(PEERS.get(op, {}))
+        contenders = {n: c for n, c in contenders.items() if n not in skip and (impls is None or n in impls)}
         if cuda:
             for name, built in contenders.items():
                 row = {"op": op, **shape, "impl": name}
@@ -496,6 +505,13 @@ def run_kernel_bench(
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }
+    write_results(rows, config, out, plot, cuda)
+    return rows
+
+
+def write_results(rows: list[dict[str, Any]], config: dict, out: Path, plot: bool, cuda: bool) -> None:
+    """``config.json``, ``kernels.json``, ``kernels.csv`` and (``plot``) ``kernels.png`` under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config, indent=2))
     (out / "kernels.json").write_text(json.dumps(rows, indent=2))
     fields = sorted({k for r in rows for k in r}, key=lambda k: (k not in ("op", "impl", "B", "T", "H", "Dk", "Dv"), k))
@@ -505,6 +521,43 @@ def run_kernel_bench(
         w.writerows(rows)
     if plot:
         plot_kernels(rows, out / "kernels.png", cuda)
+
+
+def _child_command(argv: list[str]) -> list[str]:
+    """The command of one isolated part (a seam for the tests, which substitute a process that aborts)."""
+    return [sys.executable, "-m", "seqzoo.bench.kernels", *argv]
+
+
+def isolated_kernel_bench(argv: list[str], ops: tuple[str, ...], out_dir: str | Path, plot: bool = True) -> list[dict]:
+    """The benchmark with each op's seqzoo and torch contenders in one child process and each peer in its own.
+
+    A kernel compiler can abort the whole process (seen on an H200 with triton 3.6: an LLVM assertion while the
+    mLSTM op compiled, most likely the mlstm_kernels peer), which no ``except`` catches; isolated, the abort costs
+    only its own part, which becomes a row with the exit status and the last line the child printed. ``argv``: the
+    CLI arguments of the run, without ``--ops`` / ``--out``. Results are merged under ``out_dir`` as usual."""
+    import subprocess
+    import tempfile
+
+    out = Path(out_dir)
+    rows: list[dict] = []
+    config: dict | None = None
+    with tempfile.TemporaryDirectory(prefix="seqzoo-kernels-") as tmp:
+        for op in ops:
+            parts = [("seqzoo and torch", ["--no-peers"])] + [(name, ["--impls", name]) for name in PEERS.get(op, {})]
+            for j, (label, extra) in enumerate(parts):
+                part_out = Path(tmp) / f"{op}-{j}"
+                cmd = _child_command([*argv, "--ops", op, "--out", str(part_out), "--no-isolate", "--no-plot", *extra])
+                done = subprocess.run(cmd, capture_output=True, text=True)
+                if done.returncode == 0 and (part_out / "kernels.json").exists():
+                    rows += json.loads((part_out / "kernels.json").read_text())
+                    config = config or json.loads((part_out / "config.json").read_text())
+                    continue
+                said = [ln for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
+                why = f"process exited with {done.returncode}" + (f": {said[-1].strip()[:300]}" if said else "")
+                rows.append({"op": op, "impl": label, "fwd_ms": None, "fwdbwd_ms": None, "error": why})
+    config = {**(config or {}), "isolated": "one process per op (seqzoo + torch) and per peer"}
+    cuda = config.get("device", "cuda").startswith("cuda") or bool(config.get("smoke_interpreter"))
+    write_results(rows, config, out, plot, cuda)
     return rows
 
 
@@ -553,8 +606,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-heads", type=int, default=None)
     p.add_argument("--dk", type=int, default=None)
     p.add_argument("--dv", type=int, default=None)
+    p.add_argument("--impls", default=None, help="comma-separated contender names to run (default: all)")
+    p.add_argument("--no-peers", action="store_true", help="leave out the peer kernels")
+    p.add_argument("--no-plot", action="store_true")
+    iso = p.add_mutually_exclusive_group()
+    iso.add_argument(
+        "--isolate",
+        dest="isolate",
+        action="store_true",
+        default=None,
+        help="one process per op and per peer, so a compiler abort costs only its part (default on CUDA)",
+    )
+    iso.add_argument("--no-isolate", dest="isolate", action="store_false")
     a = p.parse_args(argv)
     lengths = [int(x) for x in a.lengths.split(",")] if a.lengths else None
+    ops = tuple(a.ops.split(","))
+    bad = [op for op in ops if op not in OPS]
+    if bad:
+        raise InputError(f"--ops: unknown {bad}; choose from {', '.join(OPS)}")
+    isolate = a.isolate
+    if isolate is None:
+        isolate = not a.smoke and (a.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
+    if isolate:
+        argv_in = list(sys.argv[1:] if argv is None else argv)
+        keep = _without_options(argv_in, {"--ops", "--out", "--isolate", "--no-isolate", "--no-plot"})
+        rows = isolated_kernel_bench(keep, ops, a.out, plot=not a.no_plot)
+        _print_rows(rows, a.out)
+        return 0
     rows = run_kernel_bench(
         a.device,
         a.out,
@@ -568,17 +646,40 @@ def main(argv: list[str] | None = None) -> int:
         rounds=a.rounds,
         threads=a.threads,
         smoke=a.smoke,
-        ops=tuple(a.ops.split(",")),
+        ops=ops,
+        impls=None if a.impls is None else tuple(a.impls.split(",")),
+        peers=not a.no_peers,
+        plot=not a.no_plot,
     )
+    _print_rows(rows, a.out)
+    return 0
+
+
+def _without_options(argv: list[str], names: set[str]) -> list[str]:
+    """``argv`` less the options in ``names`` and their values (``--x v`` and ``--x=v``; flags have none)."""
+    flags = {"--isolate", "--no-isolate", "--no-plot", "--no-peers", "--smoke"}
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in names:
+            skip = "=" not in arg and name not in flags
+            continue
+        out.append(arg)
+    return out
+
+
+def _print_rows(rows: list[dict], out: str | Path) -> None:
     for r in rows:
         cells = {
             k: (f"{v:.3g}" if isinstance(v, float) else v)
             for k, v in r.items()
-            if k.endswith(("_ms", "_vs_loop")) or k.startswith("frac")
+            if k.endswith(("_ms", "_vs_loop")) or k.startswith("frac") or k == "error"
         }
-        print(r["op"], f"T={r['T']}", r["impl"], cells)
-    print(f"results: {a.out}/kernels.csv, kernels.json, config.json, kernels.png")
-    return 0
+        print(r["op"], f"T={r.get('T')}", r["impl"], cells)
+    print(f"results: {out}/kernels.csv, kernels.json, config.json, kernels.png")
 
 
 if __name__ == "__main__":

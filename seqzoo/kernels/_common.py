@@ -68,8 +68,38 @@ def _recording():
 
 def probe_launches(run: Callable[[], object]) -> list[tuple]:
     """The (kernel, args, constexpr kwargs) of every launch ``run()`` makes, no kernel run. ``run`` calls an op's
-    real entry point (forward, and backward through autograd) on tiny inputs with the shape's dtypes, head dims and
-    chunk: outputs are left unwritten, so only the launch code runs (the same idea as ``kernels/aot_capture.py``)."""
+    real entry point on tiny inputs with the shape's dtypes, head dims and chunk, with inputs that require grad
+    where training would: ``apply`` then runs the op's backward too. Outputs are left unwritten, so only the launch
+    code runs (the same idea as ``kernels/aot_capture.py``)."""
     with _recording() as rec:
         run()
     return rec
+
+
+class _ProbeCtx:
+    """Stands in for autograd's ``ctx`` when ``apply`` calls a Function's forward and backward itself."""
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
+        self.needs_input_grad = needs_input_grad
+        self.saved_tensors: tuple = ()
+
+    def save_for_backward(self, *tensors) -> None:
+        self.saved_tensors = tensors
+
+
+def apply(fn: type[torch.autograd.Function], *args):
+    """``fn.apply(*args)``; under ``probe_launches``, ``fn.forward`` and, when an input requires grad, ``fn.backward``
+    (zero output gradients) called directly in this thread, so that the backward's launches are recorded too.
+
+    Why not autograd: the engine runs the backward of CUDA tensors on its own device thread, which does not see
+    the recording (a ``ContextVar`` of the probing thread). On the first GPU run (H200) the backward kernels of a
+    probe were therefore launched for real, and where none of their configs fit, the probe raised from the autotune
+    hook instead of returning the reason."""
+    if _probing.get() is None:
+        return fn.apply(*args)
+    ctx = _ProbeCtx(tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
+    with torch.no_grad():
+        outs = fn.forward(ctx, *args)
+        if any(ctx.needs_input_grad):
+            fn.backward(ctx, *(torch.zeros_like(o) if isinstance(o, torch.Tensor) else None for o in outs))
+    return outs

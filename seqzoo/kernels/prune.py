@@ -72,8 +72,12 @@ class ResourcePrune:
         self.kernel = None
 
     def usage(self, config, nargs: dict, kwargs: dict) -> Usage | None:
+        # the autotuner hands the hook the launch's own keywords, ``grid`` and ``warmup`` among them: a compile-only
+        # warmup takes its own grid, and the config's meta-parameters win over any launch keyword of the same name
+        meta = config.all_kwargs()
+        launch = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup") and k not in meta}
         try:
-            ck = self.kernel.warmup(*nargs.values(), grid=(1,), **kwargs, **config.all_kwargs())
+            ck = self.kernel.warmup(*nargs.values(), grid=(1,), **launch, **meta)
             ck._init_handles()  # loads the module: n_regs / n_spills come from the driver
         except Exception as e:  # an out-of-resources compile is a config to drop, not a crash
             log.info("seqzoo.kernels: %s %s does not compile here: %s", self.kernel.__name__, config, e)

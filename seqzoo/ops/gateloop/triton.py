@@ -31,7 +31,7 @@ import triton.language as tl
 
 from ...errors import InputError, require
 from ...kernels import chunk_unfit, compute_capability
-from ...kernels._common import check_float, configs, dot_dtype, launch, next_pow2, probe_launches
+from ...kernels._common import apply, check_float, configs, dot_dtype, launch, next_pow2, probe_launches
 from ...kernels.prune import autotune, launch_unfit
 from .chunkwise import gateloop_chunkwise
 
@@ -504,7 +504,7 @@ def gla_triton(
     chunk = min(chunk_size or TILE, TILE)  # the kernels' tile (TILE above): larger chunks only group state updates
     q, k, v, log_a = (t.contiguous() for t in (q, k, v, log_a))
     S0 = None if state is None else state.float().contiguous()
-    return GLATriton.apply(q, k, v, log_a, S0, chunk, out_dtype or v.dtype, backward)
+    return apply(GLATriton, q, k, v, log_a, S0, chunk, out_dtype or v.dtype, backward)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -580,9 +580,7 @@ def _shape_unfit(K, V, chunk, dtype, cplx, has_state, grad, cc, device) -> str |
             v = torch.zeros(1, chunk, 1, V, dtype=dtype, device=device, requires_grad=grad)
             phase = torch.zeros_like(q) if cplx else None
             st = torch.zeros(1, 1, K, V, dtype=torch.complex64, device=device) if has_state else None
-            y, _ = gateloop_triton(q, k, v, log_mag, phase, st, chunk)
-            if grad:
-                y.sum().backward()
+            gateloop_triton(q, k, v, log_mag, phase, st, chunk)  # with grad, ``apply`` runs the backward too
 
     for kernel, args, kwargs in probe_launches(run):
         why = launch_unfit(kernel, args, kwargs, cc)

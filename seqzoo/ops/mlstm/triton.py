@@ -64,7 +64,16 @@ import triton.language as tl
 
 from ...errors import InputError, require
 from ...kernels import chunk_halvings, chunk_unfit, compute_capability, note_kernel
-from ...kernels._common import check_float, configs, dot_dtype, interpreting, launch, next_pow2, probe_launches
+from ...kernels._common import (
+    apply,
+    check_float,
+    configs,
+    dot_dtype,
+    interpreting,
+    launch,
+    next_pow2,
+    probe_launches,
+)
 from ...kernels.prune import autotune, launch_unfit
 from .chunkwise import mlstm_chunkwise
 from .common import check_inputs, log_forget
@@ -658,7 +667,7 @@ def _run(q, k, v, i, f, state, tile, eps, forget_gate, backward):
     """The kernels with token tiles of ``tile`` (``kernel_tile``'s choice; the shape probe calls this directly)."""
     q, k, v, i, f = (t.contiguous() for t in (q, k, v, i, f))
     C0, n0, m0 = (None, None, None) if state is None else (s.float().contiguous() for s in state)
-    h, C, n, m = MLSTMTriton.apply(q, k, v, i, f, C0, n0, m0, tile, eps, forget_gate, backward)
+    h, C, n, m = apply(MLSTMTriton, q, k, v, i, f, C0, n0, m0, tile, eps, forget_gate, backward)
     return h, (C, n, m)
 
 
@@ -701,9 +710,7 @@ def _shape_unfit(K, V, chunk, dtype, has_state, grad, cc, device) -> str | None:
             i, f = (torch.zeros(1, chunk, 1, device=device) for _ in range(2))
             z = (torch.zeros(1, 1, K, V, device=device), torch.zeros(1, 1, K, device=device), torch.zeros(1, 1))
             st = tuple(t.to(device) for t in z) if has_state else None
-            h, _ = _run(q, k, v, i, f, st, chunk, 1e-6, "sigmoid", "triton")
-            if grad:
-                h.float().sum().backward()
+            _run(q, k, v, i, f, st, chunk, 1e-6, "sigmoid", "triton")  # with grad, ``apply`` runs the backward too
 
     for kernel, args, kwargs in probe_launches(run):
         why = launch_unfit(kernel, args, kwargs, cc)
