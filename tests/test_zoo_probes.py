@@ -104,7 +104,7 @@ def test_report_checks_each_probes_own_reference_and_separates_at_the_longest_le
 def test_the_suites_attention_head_count_reaches_attention_local_attention_and_rmts_backbone():
     import torch
 
-    from seqzoo.experiments.zoo_models import ZOO_HEADS, rmt_model
+    from seqzoo.experiments.zoo_builders import ZOO_HEADS, rmt_model
     from seqzoo.tasks import build_task
 
     full = _specs(suite="full", probes="mqar,rmt_mqar", models="attention,local_attention,rmt,hawk")

@@ -30,14 +30,12 @@ from typing import Any
 
 from ..errors import InputError
 from ..mixers import MIXERS
-from ..models import ModelConfig
+from .zoo_builders import ZOO_HEADS, ZOO_ROPE_BASE, single_mixer_config
 
 SINGLE = ("attention", "local_attention", "gateloop", "mlstm", "slstm")
 LM_MODELS = (*SINGLE, "xlstm", "hawk", "griffin")  # every probe without its own model list
 PROBE_ONLY = ("rmt", "orchid", "attention_encoder")  # only on probes that name them (Probe.models)
 ZOO_MODELS = (*LM_MODELS, *PROBE_ONLY)
-ZOO_ROPE_BASE = 100.0
-ZOO_HEADS = 4  # head dimension 16 at the zoo width 64, as attention-tiny and Griffin's local MQA
 RMT_MEM_TOKENS = 4
 DESCRIPTIONS = {
     "attention": "softmax attention, RoPE (the reference)",
@@ -54,31 +52,6 @@ DESCRIPTIONS = {
 }
 
 
-def single_mixer_config(mixer: str, vocab_size: int, d_model: int, n_layers: int, **mixer_kwargs: Any) -> ModelConfig:
-    cls = MIXERS[mixer]
-    return ModelConfig(
-        vocab_size=vocab_size,
-        d_model=d_model,
-        n_layers=n_layers,
-        pattern=[mixer],
-        mixer_kwargs={mixer: {**getattr(cls, "zoo_kwargs", {}), **mixer_kwargs}},
-        block_kwargs={mixer: dict(getattr(cls, "zoo_block_kwargs", {}))},
-        mlp="swiglu",
-        mlp_ratio=2.0,
-    )
-
-
-def rmt_model(task, d_model: int, n_layers: int, segment_size: int, num_mem_tokens: int, n_heads: int = ZOO_HEADS):
-    """RMT (read/write memory, full BPTT) around the zoo's ``attention`` stack for ``task``."""
-    from ..models import LanguageModel
-    from ..models.rmt import RMT, RMTConfig
-
-    backbone = LanguageModel(
-        single_mixer_config("attention", task.vocab_size, d_model, n_layers, rope_base=ZOO_ROPE_BASE, n_heads=n_heads)
-    )
-    return RMT(backbone, RMTConfig(num_mem_tokens=num_mem_tokens, segment_size=segment_size))
-
-
 def model_spec(
     name: str, vocab_size: int, d_model: int, n_layers: int, seq_len: int, attention_heads: int = ZOO_HEADS
 ) -> dict[str, Any]:
@@ -92,7 +65,7 @@ def model_spec(
         # named only where it differs from the default, so runs of the default keep their configuration hashes
         heads = {} if attention_heads == ZOO_HEADS else {"n_heads": attention_heads}
         return {
-            "builder": "seqzoo.experiments.zoo_models:rmt_model",
+            "builder": "seqzoo.experiments.zoo_builders:rmt_model",
             "args": {**args, "num_mem_tokens": RMT_MEM_TOKENS, **heads},
         }
     if name in ("orchid", "attention_encoder"):
