@@ -531,10 +531,11 @@ def _child_command(argv: list[str]) -> list[str]:
 def isolated_kernel_bench(argv: list[str], ops: tuple[str, ...], out_dir: str | Path, plot: bool = True) -> list[dict]:
     """The benchmark with each op's seqzoo and torch contenders in one child process and each peer in its own.
 
-    A kernel compiler can abort the whole process (seen on an H200 with triton 3.6: an LLVM assertion while the
-    mLSTM op compiled, most likely the mlstm_kernels peer), which no ``except`` catches; isolated, the abort costs
-    only its own part, which becomes a row with the exit status and the last line the child printed. ``argv``: the
-    CLI arguments of the run, without ``--ops`` / ``--out``. Results are merged under ``out_dir`` as usual."""
+    A kernel compiler can abort the whole process (on an H200 with triton 3.6: an LLVM assertion while compiling the
+    mlstm_kernels peer's parallel forward kernel, docs/benchmarks.md), which no ``except`` catches; isolated, the
+    abort costs only its own part, which becomes a row with the exit status and the last line the child printed.
+    ``argv``: the CLI arguments of the run, without ``--ops`` / ``--out``. The merged files are rewritten under
+    ``out_dir`` after every part, so a run stopped at a time limit keeps what finished."""
     import subprocess
     import tempfile
 
@@ -551,14 +552,20 @@ def isolated_kernel_bench(argv: list[str], ops: tuple[str, ...], out_dir: str | 
                 if done.returncode == 0 and (part_out / "kernels.json").exists():
                     rows += json.loads((part_out / "kernels.json").read_text())
                     config = config or json.loads((part_out / "config.json").read_text())
-                    continue
-                said = [ln for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
-                why = f"process exited with {done.returncode}" + (f": {said[-1].strip()[:300]}" if said else "")
-                rows.append({"op": op, "impl": label, "fwd_ms": None, "fwdbwd_ms": None, "error": why})
-    config = {**(config or {}), "isolated": "one process per op (seqzoo + torch) and per peer"}
+                else:
+                    said = [ln for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
+                    why = f"process exited with {done.returncode}" + (f": {said[-1].strip()[:300]}" if said else "")
+                    rows.append({"op": op, "impl": label, "fwd_ms": None, "fwdbwd_ms": None, "error": why})
+                # the files so far after every part: a run stopped at a time limit keeps what finished
+                write_results(rows, _isolated_config(config), out, plot=False, cuda=True)
+    config = _isolated_config(config)
     cuda = config.get("device", "cuda").startswith("cuda") or bool(config.get("smoke_interpreter"))
     write_results(rows, config, out, plot, cuda)
     return rows
+
+
+def _isolated_config(config: dict | None) -> dict:
+    return {**(config or {}), "isolated": "one process per op (seqzoo + torch) and per peer"}
 
 
 def plot_kernels(rows: list[dict[str, Any]], path: str | Path, cuda: bool) -> None:
