@@ -137,6 +137,37 @@ def test_scenarios_dedupe_sizes_with_one_compiled_kernel():
     ]
 
 
+def test_launch_summary_counts_configs_once_per_launch():
+    """Per kernel x dtype x launch x target: configs, errors, kept, pruned, largest spill; a launch recorded in two
+    scenarios counts its configs once (fabricated rows, as ``mark_kept`` marks them)."""
+
+    def row(config, scenario, status="ok", spill=0, kept=True, target="sm_90"):
+        return {
+            "kernel": "_k",
+            "dtype": "bfloat16",
+            "constexprs": "L=16",
+            "target": target,
+            "config": config,
+            "scenario": scenario,
+            "status": status,
+            "spill_bytes": spill,
+            "kept": kept,
+        }
+
+    rows = [
+        row("w4", "a"),
+        row("w8", "a", spill=96, kept=False),
+        row("w16", "a", status="error", kept=False),
+        row("w4", "b"),  # the same launch from another scenario
+        row("w4", "a", target="sm_80", spill=8, kept=False),
+    ]
+    lines = aot.launch_summary(rows).splitlines()
+    assert lines[2:] == [
+        "| _k | bfloat16 | L=16 | sm_80 | 1 | 0 | 0 | 1 | 8 |",
+        "| _k | bfloat16 | L=16 | sm_90 | 3 | 1 | 1 | 1 | 96 |",
+    ]
+
+
 def test_check_refuses_unknown_names():
     with pytest.raises(InputError, match="--targets"):
         aot.check(targets=["sm_75"], sizes=SMALL)
@@ -181,7 +212,9 @@ def test_aot_ci_subset(tmp_path):
     for grp in groups.values():
         us = [Usage(r["registers"], r["spill_bytes"], r["shared"]) for r in grp]
         assert [r["kept"] for r in grp] == keep_mask(us, grp[0]["smem_limit"])
-    assert (tmp_path / "kernels_aot.md").read_text().count("| _") == len(rows)
+    md = (tmp_path / "kernels_aot.md").read_text()
+    summary_part, every = md.split("## Every compile")
+    assert every.count("| _") == len(rows) and "## Per kernel, launch and target" in summary_part
     assert (tmp_path / "kernels_aot.csv").exists() and (tmp_path / "kernels_aot.json").exists()
 
 

@@ -471,6 +471,27 @@ def markdown(rows: list[dict]) -> str:
     return head + "\n".join(body) + "\n"
 
 
+def launch_summary(rows: list[dict]) -> str:
+    """One markdown row per kernel x dtype x launch (constexprs) x target: configs compiled, errors, kept, pruned
+    and the largest spill among them (``mark_kept``'s rows; a launch met in several scenarios counts once)."""
+    groups: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        key = (r["kernel"], r["dtype"], r["constexprs"], r["target"])
+        groups.setdefault(key, {}).setdefault(r["config"], r)  # the same launch from two scenarios: one config row
+    head = "| kernel | dtype | launch | target | configs | errors | kept | pruned | largest spill (B) |\n" + "|---" * 9
+    lines = [head + "|"]
+    for (kernel, dtype, constexprs, target), by_config in sorted(groups.items()):
+        grp = list(by_config.values())
+        ok = [r for r in grp if r["status"] == "ok"]
+        kept = sum(bool(r.get("kept")) for r in grp)
+        spill = max((r["spill_bytes"] for r in ok), default=0)
+        lines.append(
+            f"| {kernel} | {dtype} | {constexprs} | {target} | {len(grp)} | {len(grp) - len(ok)} | {kept} "
+            f"| {len(ok) - kept} | {spill} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def write_outputs(rows: list[dict], out: str | Path, meta: dict) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -482,7 +503,13 @@ def write_outputs(rows: list[dict], out: str | Path, meta: dict) -> dict:
         w.writerows(rows)
     lines = [f"- {k}: {v}" for k, v in s.items() if k != "launches_without_kept_config"]
     lines += [f"- launch without a kept config: {x}" for x in s["launches_without_kept_config"]]
-    (out / "kernels_aot.md").write_text("\n".join(lines) + "\n\n" + markdown(rows))
+    (out / "kernels_aot.md").write_text(
+        "\n".join(lines)
+        + "\n\n## Per kernel, launch and target\n\n"
+        + launch_summary(rows)
+        + "\n## Every compile\n\n"
+        + markdown(rows)
+    )
     return s
 
 
