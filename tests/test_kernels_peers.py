@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seqzoo.bench.kernels import PEERS, peer_contenders, run_kernel_bench
+from seqzoo.bench.kernels import PEERS, child_failure, peer_contenders, run_kernel_bench
 from seqzoo.kernels import interpreting
 from seqzoo.ops.causal_conv import causal_conv1d_naive
 from seqzoo.ops.gateloop import gateloop_naive
@@ -113,8 +113,7 @@ def compare_peer_in_a_child(op: str, name: str) -> dict:
 
     done = subprocess.run([sys.executable, __file__, op, name], capture_output=True, text=True)
     if done.returncode != 0:
-        said = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
-        return {"died": f"exit status {done.returncode}" + (f": {said[-1].strip()[:300]}" if said else "")}
+        return {"died": child_failure(done)}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

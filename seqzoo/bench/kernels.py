@@ -553,15 +553,22 @@ def isolated_kernel_bench(argv: list[str], ops: tuple[str, ...], out_dir: str | 
                     rows += json.loads((part_out / "kernels.json").read_text())
                     config = config or json.loads((part_out / "config.json").read_text())
                 else:
-                    said = [ln for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
-                    why = f"process exited with {done.returncode}" + (f": {said[-1].strip()[:300]}" if said else "")
-                    rows.append({"op": op, "impl": label, "fwd_ms": None, "fwdbwd_ms": None, "error": why})
+                    rows.append(
+                        {"op": op, "impl": label, "fwd_ms": None, "fwdbwd_ms": None, "error": child_failure(done)}
+                    )
                 # the files so far after every part: a run stopped at a time limit keeps what finished
                 write_results(rows, _isolated_config(config), out, plot=False, cuda=True)
     config = _isolated_config(config)
     cuda = config.get("device", "cuda").startswith("cuda") or bool(config.get("smoke_interpreter"))
     write_results(rows, config, out, plot, cuda)
     return rows
+
+
+def child_failure(done) -> str:
+    """Why a child process (``subprocess.run(..., capture_output=True, text=True)``) failed: its exit status and the
+    last line it printed (stderr first), e.g. a compiler's assertion."""
+    said = [ln for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
+    return f"process exited with {done.returncode}" + (f": {said[-1].strip()[:300]}" if said else "")
 
 
 def _isolated_config(config: dict | None) -> dict:
