@@ -57,6 +57,20 @@ def test_decayed_scores_equal_pairwise_reference(P, R):
     assert_close(decayed_scores(q, k, lam), decayed_scores_naive(q, k, lam), 1e-13)
 
 
+@pytest.mark.parametrize("P", [1, 2, 4, 8, 64, 128])  # 128: the float64 cumulative sums beyond 64 tokens
+def test_decayed_scores_hand_written_backward_equals_autograd_of_the_reference(P):
+    g = torch.Generator().manual_seed(P)
+    q, k = (torch.randn(2, P, 2, 3, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    lam = F.logsigmoid(3 * torch.randn(2, P, 3, generator=g, dtype=torch.float64)).requires_grad_(True)
+    dA = torch.randn(2, P, P, generator=g, dtype=torch.float64).tril()  # entries above the diagonal are constants
+    got = torch.autograd.grad((decayed_scores(q, k, lam) * dA).sum(), (q, k, lam))
+    ref = torch.autograd.grad((decayed_scores_naive(q, k, lam) * dA).sum(), (q, k, lam))
+    for name, a, b in zip(("dq", "dk", "dlam"), got, ref):
+        assert_close(a, b, 1e-12, name=f"P={P} {name}")
+    if P <= 8:
+        assert torch.autograd.gradcheck(decayed_scores, (q, k, lam), fast_mode=True)
+
+
 def test_decayed_scores_strong_decay_fp32_finite_and_exact():
     # log|a| from -1e4 (a reset) to -1e-9 (|a| ≈ 1): an e^{b_τ}·e^{-b_σ} factorisation would overflow here
     g = torch.Generator().manual_seed(7)

@@ -7,14 +7,18 @@ For one block of P tokens (P a power of two) with real per-dimension decay expon
 ``q, k`` carry an extra axis of size R that the decay does not touch (R = 2 holds the phase-rotated cos / sin
 parts, ``rotating_frame`` in common.py), so the sum runs over R·K. A factorisation e^{b_τ}·e^{-b_σ} with
 b = cumsum λ overflows for strong decay, and pairwise exponents cost O(P²·K) elementwise work. Here the matrix
-is split hierarchically: a block of s tokens with midpoint m has its lower-left quadrant (σ < m <= τ) equal to
+is split hierarchically: a block of s = 2h tokens with midpoint m has its lower-left quadrant (σ < m <= τ) equal to
 
-    Q = (q_τ ⊙ e^{b_τ - b_{m-1}}) (k_σ ⊙ e^{b_{m-1} - b_σ})ᵀ,      b_τ - b_{m-1} = Σ_{m<=j<=τ} λ_j <= 0,
+    Q = (q_τ ⊙ e^{Σ_{m<=j<=τ} λ_j}) (k_σ ⊙ e^{Σ_{σ<j<m} λ_j})ᵀ,
 
 a matmul whose two factors are both <= 1 (no overflow for any decay strength; a factor that underflows to 0
 belongs to a product that is smaller still); the two diagonal halves recurse, down to the single-token diagonal
-q_τ·k_τ. The prefix sums b are float64, so the differences carry ~1e-16·|b| absolute error (no cancellation
-trouble in fp32 after resets, where |b| is large); they are cast to the compute dtype before ``exp``.
+q_τ·k_τ. The exponents are sums inside one half-block: an inclusive prefix sum of the second half and an exclusive
+suffix sum of the first (``prefix_sums`` / ``suffix_sums``). Every term has the same sign, so they are summed
+directly in the compute dtype (no difference of two large cumulative sums, hence no cancellation after resets,
+where log|a| ≈ -1e4): up to ``_MATMUL_SUMS`` tokens as a matmul with a triangle of ones, beyond that (the
+surrogate-attention form over thousands of tokens, where fp32 summation error would grow with the length) as a
+difference of float64 prefix sums.
 Work: log₂P batched matmuls with O(P²·R·K) flops in all, plus O(P·K·log₂P) exponentials; the entries are placed
 by one scatter into a zero (P, P) matrix.
 Reference: ``decayed_scores_naive`` (the pairwise exponents, built as segment sums).
@@ -25,6 +29,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from ...errors import InputError
 
@@ -32,41 +37,141 @@ from ...errors import InputError
 _SMALL = 2
 
 
-def decayed_scores(
-    q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, b: torch.Tensor | None = None, upper: float = 0.0
-):
+# sums over at most this many tokens are a matmul with a triangle of ones (compute dtype); longer ones use float64
+_MATMUL_SUMS = 64
+
+
+@functools.lru_cache(maxsize=64)
+def _triangle(n: int, strict_upper: bool, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """``(n, n)`` ones on and below the diagonal (inclusive prefix sums), or strictly above it (exclusive suffix)."""
+    ones = torch.ones(n, n, device=device, dtype=dtype)
+    return ones.triu(1) if strict_upper else ones.tril()
+
+
+def _times_triangle(tri: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``tri (n, n) @ x (..., n, K)``. For n <= 4 as an einsum, which folds the batch into one matmul: a batched
+    matmul of (n, n) blocks that small is several times slower on CPU."""
+    return torch.einsum("ij,...jk->...ik", tri, x) if tri.shape[0] <= 4 else tri @ x
+
+
+def prefix_sums(x: torch.Tensor) -> torch.Tensor:
+    """``x (..., n, K)`` -> ``y_i = Σ_{j<=i} x_j`` along ``-2``, in ``x``'s dtype (same-sign terms: no cancellation)."""
+    n = x.shape[-2]
+    if n == 1:
+        return x
+    if n <= _MATMUL_SUMS:
+        return _times_triangle(_triangle(n, False, x.device, x.dtype), x)
+    return x.double().cumsum(-2).to(x.dtype)
+
+
+def suffix_sums(x: torch.Tensor) -> torch.Tensor:
+    """``x (..., n, K)`` -> ``y_i = Σ_{j>i} x_j`` (exclusive) along ``-2``, in ``x``'s dtype."""
+    n = x.shape[-2]
+    if n <= _MATMUL_SUMS:
+        return _times_triangle(_triangle(n, True, x.device, x.dtype), x)
+    pre = x.double().cumsum(-2)
+    return (pre[..., -1:, :] - pre).to(x.dtype)  # float64 differences: ~1e-16·|Σ| absolute error
+
+
+def _prefix_sums_transposed(g: torch.Tensor) -> torch.Tensor:
+    """The adjoint of ``prefix_sums``: ``x_j = Σ_{i>=j} g_i`` (the gradient of the inclusive prefix sums)."""
+    n = g.shape[-2]
+    if n == 1:
+        return g
+    if n <= _MATMUL_SUMS:
+        return _times_triangle(_triangle(n, False, g.device, g.dtype).transpose(0, 1), g)
+    return g.double().flip(-2).cumsum(-2).flip(-2).to(g.dtype)  # float64, as the forward's long sums
+
+
+def _suffix_sums_transposed(g: torch.Tensor) -> torch.Tensor:
+    """The adjoint of ``suffix_sums``: ``x_j = Σ_{i<j} g_i``."""
+    n = g.shape[-2]
+    if n <= _MATMUL_SUMS:
+        return _times_triangle(_triangle(n, True, g.device, g.dtype).transpose(0, 1), g)
+    pre = g.double().cumsum(-2).to(g.dtype)
+    return torch.cat([torch.zeros_like(pre[..., :1, :]), pre[..., :-1, :]], dim=-2)
+
+
+def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: float = 0.0):
     """``q, k (..., P, R, K)``, ``lam (..., P, K)`` (<= 0), P a power of two -> ``A (..., P, P)`` (see the module).
 
-    ``b``: the float64 prefix sums ``lam.double().cumsum(-2)`` when the caller has them already. ``upper``: the
-    value above the diagonal (``-inf`` hands a causal softmax its mask for free)."""
-    *lead, P, R, K = q.shape
+    ``upper``: the value above the diagonal (``-inf`` hands a causal softmax its mask for free). Differentiable in
+    ``q``, ``k`` and ``lam`` through ``_DecayedScores``' own backward."""
+    P = q.shape[-3]
     if P & (P - 1):
         raise InputError(f"decayed_scores: the block length P must be a power of two, got {P}")
-    if b is None:
-        b = lam.double().cumsum(-2)
-    parts = [(q * k).sum((-2, -1))]  # (..., P): the diagonal τ = σ, decay e^0
-    s = 2
-    while s <= P:
-        h = s // 2
-        # unbind / split rather than indexing: their backward stacks or concatenates, where the backward of an
-        # index writes into a zero-filled full-size gradient (one per level and operand)
-        first, second = b.reshape(*lead, P // s, 2, h, K).unbind(-3)
-        ref = first.split([h - 1, 1], dim=-2)[1]  # b_{m-1}: the last prefix sum of the first half
-        row = (second - ref).to(q.dtype).exp()  # e^{Σ_{m<=j<=τ} λ_j}, τ in the second half
-        col = (ref - first).to(q.dtype).exp()  # e^{Σ_{σ<j<m} λ_j}, σ in the first half
-        qs = q.reshape(*lead, P // s, 2, h, R, K).unbind(-4)[1] * row[..., None, :]  # (..., P/s, h, R, K)
-        ks = k.reshape(*lead, P // s, 2, h, R, K).unbind(-4)[0] * col[..., None, :]
-        if h <= _SMALL:
-            quad = (qs[..., :, None, :, :] * ks[..., None, :, :, :]).sum((-2, -1))  # (..., P/s, h, h)
-        else:
-            quad = qs.flatten(-2) @ ks.flatten(-2).transpose(-1, -2)
-        parts.append(quad.flatten(-3))
-        s *= 2
-    # every lower-triangle entry belongs to exactly one part: one scatter into zeros places them all (its backward
-    # is one gather), where assembling the blocks level by level copied the growing matrix three times per level
-    A = q.new_full((*lead, P * P), upper)
-    A.index_copy_(-1, _lower_positions(P, q.device), torch.cat(parts, dim=-1))
-    return A.view(*lead, P, P)
+    return _DecayedScores.apply(q, k, lam.to(q.dtype), upper)
+
+
+def _levels(q, k, lam):
+    """Per level (half-block size h = 1, 2, ..., P/2): the second halves of q, the first halves of k (views) and
+    their decay factors e^{Σ_{m<=j<=τ} λ_j}, e^{Σ_{σ<j<m} λ_j} (``None`` for h = 1: e^0)."""
+    *lead, P, R, K = q.shape
+    h = 1
+    while h < P:
+        n = P // (2 * h)
+        first, second = lam.reshape(*lead, n, 2, h, K).unbind(-3)
+        q2 = q.reshape(*lead, n, 2, h, R, K).select(-4, 1)  # (..., n, h, R, K): τ in the second half
+        k1 = k.reshape(*lead, n, 2, h, R, K).select(-4, 0)  # σ in the first half
+        row = prefix_sums(second).exp()[..., None, :]
+        col = suffix_sums(first).exp()[..., None, :] if h > 1 else None
+        yield h, q2, k1, row, col
+        h *= 2
+
+
+def _quad(qs, ks, h):
+    """The lower-left quadrants ``(..., n, h, h)`` of one level from its scaled operands ``(..., n, h, R, K)``."""
+    if h <= _SMALL:  # batched matmuls of tiny matrices cost more on CPU than a broadcast multiply-and-sum
+        return (qs[..., :, None, :, :] * ks[..., None, :, :, :]).sum((-2, -1))
+    return qs.flatten(-2) @ ks.flatten(-2).transpose(-1, -2)
+
+
+class _DecayedScores(torch.autograd.Function):
+    """The hierarchical construction with a backward written per level: each level's gradients are added in place
+    into the halves of dq, dk and dλ they belong to. Autograd would build a zero-filled full-size gradient per level
+    and operand, then stack and add them: about a fifth of the chunkwise step's CPU profile before this Function."""
+
+    @staticmethod
+    def forward(ctx, q, k, lam, upper):
+        *lead, P, R, K = q.shape
+        parts = [(q * k).sum((-2, -1))]  # (..., P): the diagonal τ = σ, decay e^0
+        for h, q2, k1, row, col in _levels(q, k, lam):
+            parts.append(_quad(q2 * row, k1 if col is None else k1 * col, h).flatten(-3))
+        # every lower-triangle entry belongs to exactly one part: one scatter into `upper` places them all
+        A = q.new_full((*lead, P * P), upper)
+        A.index_copy_(-1, _lower_positions(P, q.device), torch.cat(parts, dim=-1))
+        ctx.save_for_backward(q, k, lam)
+        return A.view(*lead, P, P)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dA):
+        q, k, lam = ctx.saved_tensors
+        *lead, P, R, K = q.shape
+        dparts = dA.reshape(*lead, P * P).index_select(-1, _lower_positions(P, q.device))
+        dparts = dparts.split([P] + [P * (1 << i) // 2 for i in range(P.bit_length() - 1)], dim=-1)
+        ddiag = dparts[0][..., None, None]
+        dq, dk = (ddiag * k).contiguous(), (ddiag * q).contiguous()  # written through views below
+        dlam = lam.new_zeros(lam.shape)
+        for (h, q2, k1, row, col), dquad in zip(_levels(q, k, lam), dparts[1:]):
+            n = P // (2 * h)
+            dquad = dquad.reshape(*lead, n, h, h)
+            ks = k1 if col is None else k1 * col
+            qs = q2 * row
+            if h <= _SMALL:
+                dqs = (dquad[..., None, None] * ks[..., None, :, :, :]).sum(-3)
+                dks = (dquad[..., None, None] * qs[..., :, None, :, :]).sum(-4)
+            else:
+                dqs = (dquad @ ks.flatten(-2)).view(qs.shape)
+                dks = (dquad.transpose(-1, -2) @ qs.flatten(-2)).view(ks.shape)
+            dq.view(*lead, n, 2, h, R, K).select(-4, 1).addcmul_(dqs, row)
+            drow = (dqs * qs).sum(-2)  # d/d(prefix sums): e^x' = e^x, and qs = q2 ⊙ row already holds the factor
+            dlam.view(*lead, n, 2, h, K).select(-3, 1).add_(_prefix_sums_transposed(drow))
+            dk.view(*lead, n, 2, h, R, K).select(-4, 0).add_(dks if col is None else dks * col)
+            if col is not None:
+                dcol = (dks * ks).sum(-2)
+                dlam.view(*lead, n, 2, h, K).select(-3, 0).add_(_suffix_sums_transposed(dcol))
+        return dq, dk, dlam, None
 
 
 @functools.lru_cache(maxsize=64)
