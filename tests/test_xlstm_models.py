@@ -146,20 +146,24 @@ def test_model_trains_and_generates():
 
 
 @pytest.mark.parametrize("bs_out", [4, 2])
-def test_headwise_matches_einsum_and_gradcheck(bs_out):
-    """The block-diagonal q/k/v map (one bmm, saving x rather than its block-major copy) against the einsum it
-    replaces, with and without autograd, and its hand-written backward by gradcheck (float64)."""
-    from seqzoo.mixers.mlstm import headwise
+@pytest.mark.parametrize("nb", [3, 16, 7])  # one group of 3; two groups of 8 blocks; 7 blocks in groups of 7
+@pytest.mark.parametrize("T", [5, 40])  # 10 tokens: one bmm over the blocks (decoding); 80: the grouped matmuls
+def test_headwise_matches_einsum_and_gradcheck(bs_out, nb, T):
+    """The block-diagonal q/k/v map (bmm over groups of blocks, saving x rather than its block-major copy) against
+    the einsum it replaces, with and without autograd, and its hand-written backward by gradcheck (float64)."""
+    from seqzoo.mixers.mlstm import _group, headwise
 
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 5, 12, dtype=torch.float64, generator=g, requires_grad=True)
-    w = torch.randn(3, bs_out, 4, dtype=torch.float64, generator=g, requires_grad=True)
-    ref = torch.einsum("btni,noi->btno", x.view(2, 5, 3, 4), w).reshape(2, 5, 3 * bs_out)
+    assert _group(128, 4) == 8 and _group(7, 4) == 7 and _group(5, 64) == 1
+    g = torch.Generator().manual_seed(nb + T)
+    x = torch.randn(2, T, nb * 4, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(nb, bs_out, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    ref = torch.einsum("btni,noi->btno", x.view(2, T, nb, 4), w).reshape(2, T, nb * bs_out)
     torch.testing.assert_close(headwise(x, w), ref)
     with torch.no_grad():
         torch.testing.assert_close(headwise(x, w), ref)
-    torch.autograd.gradcheck(headwise, (x, w))
-    torch.autograd.gradcheck(lambda a: headwise(a, w.detach()), (x,))  # only x needs a gradient
+    fast = T > 5  # random projections instead of the full Jacobian of 2·T·4·nb inputs
+    torch.autograd.gradcheck(headwise, (x, w), fast_mode=fast)
+    torch.autograd.gradcheck(lambda a: headwise(a, w.detach()), (x,), fast_mode=fast)  # only x needs a gradient
 
 
 def test_torch_compile_leaves_the_slstm_time_loop_uncompiled():

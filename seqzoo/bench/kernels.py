@@ -301,7 +301,7 @@ def _conv_contenders(B, T, C, dev, dtype, cuda: bool, k: int = 4) -> dict[str, t
     w = (torch.randn(C, k, generator=g) / k**0.5).to(dev, dtype)
     b = torch.randn(C, generator=g).to(dev, dtype)
     ins = [x, w, b]
-    out: dict[str, tuple] = {"torch F.conv1d": (lambda *a: causal_conv1d(*a, mode="torch"), ins)}
+    out: dict[str, tuple] = {"torch shifted taps": (lambda *a: causal_conv1d(*a, mode="torch"), ins)}
     if cuda:
         out["seqzoo triton"] = (lambda *a: causal_conv1d(*a, mode="triton"), ins)
         out.update(peer_contenders("conv", ins))

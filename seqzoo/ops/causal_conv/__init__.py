@@ -3,9 +3,9 @@
     y_t[c] = bias[c] + sum_{i=0}^{k-1} weight[c, i] * x_{t-k+1+i}[c]       (weight[:, k-1] hits the current token)
 
 The state is the last k-1 inputs ``(B, k-1, C)``; prepending it makes a split sequence equal the whole.
-``causal_conv1d`` uses ``F.conv1d``; ``causal_conv1d_naive`` is the loop it is tested against.
+``causal_conv1d`` runs k shifted multiply-adds (``torch_conv.py``); ``causal_conv1d_naive`` is the loop it is tested against.
 
-Implementations (``mode=``): ``"torch"`` (``torch_conv.py``, ``F.conv1d``; with ``segment_pos`` k-1 masked multiply-adds),
+Implementations (``mode=``): ``"torch"`` (``torch_conv.py``: k shifted multiply-adds with their own backward; with ``segment_pos`` k-1 masked multiply-adds),
 ``"naive"`` (the reference loop, ``naive.py``), ``"triton"`` (``triton.py: causal_conv1d_triton``: one fwd and one
 bwd Triton kernel, document masking exact in-kernel, fp32 accumulation) and ``"auto"`` (the default: Triton when
 the kernels switch allows it, ``seqzoo.kernels.want_triton``: by default CUDA tensors of float32/float16/bfloat16
