@@ -9,7 +9,12 @@ ops under it). What it cannot see or miscounts, and how the test handles it:
   ``causal=False``);
 * the backward of a depthwise (grouped) convolution is counted without dividing by the groups (≈ channels ×
   too much), so ``convolution_backward`` is replaced by 2 × the forward convolution (grad input + grad weight);
-* Triton kernels (CUDA only) would be invisible; on CPU none run.
+* Triton kernels (CUDA only) would be invisible; on CPU none run;
+* two fast CPU paths issue other ops than the useful matmuls the formula counts: the causal conv's shifted
+  multiply-adds (``ops/causal_conv/torch_conv.py: _ShiftedTaps``, elementwise, so not counted) and the mLSTM's
+  grouped block-diagonal q/k/v matmuls (``mixers/mlstm.py: headwise``, 8x the useful flops in zeros). While
+  counting, the conv runs as the depthwise ``F.conv1d`` it equals (tests/ops/test_causal_conv.py holds the two
+  equal through the naive loop) and the q/k/v blocks as one bmm each (``_GROUP_MIN_TOKENS`` out of reach).
 
 Forward counts must match to 1e-6 relative (same matmuls, same shapes). A training step (forward + backward)
 must match ``3 × forward`` within 10 %: the backward of a product whose operand needs no gradient is skipped,
@@ -18,12 +23,16 @@ effect; with 4 chunks (T = 256) it is below 1 %.
 """
 
 import math
+from unittest import mock
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+import seqzoo.mixers.mlstm as mlstm
+import seqzoo.ops.causal_conv.torch_conv as torch_conv
 from seqzoo.bench.flops import gemm_gflops, layer_flops, mean_visible_keys, model_flops
 from seqzoo.bench.models import FAMILIES, family_config
 from seqzoo.errors import InputError
@@ -34,12 +43,22 @@ from seqzoo.models.lm import LanguageModel
 TINY = {"d_model": 32, "n_layers": 3, "window": 16}
 
 
+def _conv_as_conv1d(xs, weight, bias):
+    """``_ShiftedTaps.apply``'s result as a depthwise ``F.conv1d`` (which the counter sees): ``xs (B, k-1+T, C)``."""
+    return F.conv1d(xs.transpose(1, 2), weight.unsqueeze(1), bias, groups=xs.shape[-1]).transpose(1, 2)
+
+
 def counted(cfg, T: int, backward: bool) -> float:
     """FlopCounterMode's FLOPs per token of a forward (and backward) of ``LanguageModel(cfg)`` on one sequence."""
     torch.manual_seed(0)
     model = LanguageModel(cfg)
     x = torch.randint(0, cfg.vocab_size, (1, T))
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
+    with (
+        mock.patch.object(torch_conv._ShiftedTaps, "apply", _conv_as_conv1d),
+        mock.patch.object(mlstm, "_GROUP_MIN_TOKENS", 1 << 62),
+        sdpa_kernel(SDPBackend.MATH),
+        FlopCounterMode(display=False) as fc,
+    ):
         logits = model(x).logits
         if backward:
             logits.float().square().mean().backward()

@@ -169,7 +169,7 @@ def test_headwise_matches_einsum_and_gradcheck(bs_out, nb, T):
 def test_torch_compile_leaves_the_slstm_time_loop_uncompiled():
     """torch.compile of a whole model must not trace the sLSTM loop over T (traced, a 10M xLSTM[7:1] did not finish
     compiling in 20 minutes at T = 1024; excluded, it compiles in 40 s): ``ops.slstm.slstm`` is excluded, so the
-    forward and backward graphs captured through AOT autograd have the same size at T = 4 and T = 48. The recording
+    forward and backward graphs captured through AOT autograd have the same size at T = 32 and T = 48. The recording
     backend runs them as they are (no Inductor, fast), and the compiled model gives the eager logits and gradients."""
     from torch._dynamo.backends.common import aot_autograd
 
@@ -177,7 +177,9 @@ def test_torch_compile_leaves_the_slstm_time_loop_uncompiled():
     model = seqzoo.build_model("xlstm-tiny", vocab_size=32)
     assert "slstm" in model.config.layer_mixers()
     nodes = {}
-    for T in (4, 48):
+    # both lengths give B·T >= 64 rows, so the q/k/v blocks take the same (grouped) path: only an unrolled time
+    # loop could make the graphs differ
+    for T in (32, 48):
         torch._dynamo.reset()
         sizes = []
 
@@ -199,4 +201,4 @@ def test_torch_compile_leaves_the_slstm_time_loop_uncompiled():
             assert float((p.grad - g_eager[n]).abs().max()) <= 1e-5 * max(1.0, float(g_eager[n].abs().max())), n
         nodes[T] = sum(sizes)
     torch._dynamo.reset()
-    assert nodes[4] > 0 and nodes[48] == nodes[4], nodes
+    assert nodes[32] > 0 and nodes[48] == nodes[32], nodes

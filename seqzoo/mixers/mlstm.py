@@ -56,13 +56,24 @@ def round_up(x: float, multiple: int) -> int:
 _GROUP_WIDTH = 32
 
 
+# below this many tokens (decoding) the blocks are one bmm as they are: building the grouped weight costs more
+_GROUP_MIN_TOKENS = 64
+
+
 def _group(nb: int, bs: int) -> int:
     """How many blocks share one group matmul: the largest divisor of nb with G·bs <= ``_GROUP_WIDTH`` (>= 1)."""
     return max(g for g in range(1, nb + 1) if nb % g == 0 and g * bs <= max(bs, _GROUP_WIDTH))
 
 
+def _group_for(x: torch.Tensor, nb: int, bs: int) -> int:
+    """The group size for input ``x`` (..., nb·bs): ``_group`` from ``_GROUP_MIN_TOKENS`` tokens on, else 1."""
+    return _group(nb, bs) if x.numel() >= _GROUP_MIN_TOKENS * x.shape[-1] else 1
+
+
 def _grouped_weight(weight: torch.Tensor, G: int) -> torch.Tensor:
     """``(nb, bs_out, bs_in)`` -> ``(nb/G, G·bs_out, G·bs_in)``: each group's blocks on a block diagonal."""
+    if G == 1:
+        return weight
     nb, bo, bi = weight.shape
     wg = weight.new_zeros(nb // G, G, G, bo, bi)
     idx = torch.arange(G, device=weight.device)
@@ -70,18 +81,11 @@ def _grouped_weight(weight: torch.Tensor, G: int) -> torch.Tensor:
     return wg.permute(0, 1, 3, 2, 4).reshape(nb // G, G * bo, G * bi)
 
 
-# below this many tokens (decoding) the blocks are one bmm as they are: building the grouped weight costs more
-_GROUP_MIN_TOKENS = 64
-
-
 def _headwise_bmm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     nb, bs_out, bs_in = weight.shape
-    G = _group(nb, bs_in) if x.numel() >= _GROUP_MIN_TOKENS * x.shape[-1] else 1
-    if G == 1:
-        y = torch.bmm(x.reshape(-1, nb, bs_in).transpose(0, 1), weight.transpose(1, 2))  # (nb, N, bs_out)
-        return y.transpose(0, 1).reshape(*x.shape[:-1], nb * bs_out)
+    G = _group_for(x, nb, bs_in)
     y = torch.bmm(x.reshape(-1, nb // G, G * bs_in).transpose(0, 1), _grouped_weight(weight, G).transpose(1, 2))
-    return y.transpose(0, 1).reshape(*x.shape[:-1], nb * bs_out)
+    return y.transpose(0, 1).reshape(*x.shape[:-1], nb * bs_out)  # y was (nb/G, N, G·bs_out)
 
 
 class _Headwise(torch.autograd.Function):
@@ -99,7 +103,7 @@ class _Headwise(torch.autograd.Function):
     def backward(ctx, gy):
         x, weight = ctx.saved_tensors
         nb, bs_out, bs_in = weight.shape
-        G = _group(nb, bs_in)
+        G = _group_for(x, nb, bs_in)
         gyt = gy.reshape(-1, nb // G, G * bs_out).transpose(0, 1)  # (nb/G, N, G·bs_out)
         gx = gw = None
         if ctx.needs_input_grad[0]:
