@@ -15,6 +15,7 @@ The cell ops live in ``seqzoo.ops.mlstm`` (modes "recurrent", "parallel", "chunk
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -60,6 +61,7 @@ _GROUP_WIDTH = 32
 _GROUP_MIN_TOKENS = 64
 
 
+@functools.cache  # asked on every q/k/v map, forward and backward
 def _group(nb: int, bs: int) -> int:
     """How many blocks share one group matmul: the largest divisor of nb with G·bs <= ``_GROUP_WIDTH`` (>= 1)."""
     return max(g for g in range(1, nb + 1) if nb % g == 0 and g * bs <= max(bs, _GROUP_WIDTH))

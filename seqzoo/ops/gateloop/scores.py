@@ -42,54 +42,42 @@ _MATMUL_SUMS = 64
 
 
 @functools.lru_cache(maxsize=64)
-def _triangle(n: int, strict_upper: bool, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """``(n, n)`` ones on and below the diagonal (inclusive prefix sums), or strictly above it (exclusive suffix)."""
+def _triangle(n: int, upper: bool, strict: bool, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """``(n, n)`` ones on and below the diagonal (``upper``: on and above it); ``strict`` leaves the diagonal out."""
     ones = torch.ones(n, n, device=device, dtype=dtype)
-    return ones.triu(1) if strict_upper else ones.tril()
+    return ones.triu(int(strict)) if upper else ones.tril(-int(strict))
 
 
-def _times_triangle(tri: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``tri (n, n) @ x (..., n, K)``. For n <= 4 as an einsum, which folds the batch into one matmul: a batched
-    matmul of (n, n) blocks that small is several times slower on CPU."""
-    return torch.einsum("ij,...jk->...ik", tri, x) if tri.shape[0] <= 4 else tri @ x
+def _triangle_sums(x: torch.Tensor, upper: bool, strict: bool) -> torch.Tensor:
+    """``x (..., n, K)`` -> ``y_i = Σ_j x_j`` along ``-2`` over j <= i (``upper``: j >= i), j != i when ``strict``.
+
+    Up to ``_MATMUL_SUMS`` tokens a matmul with the triangle of ones in ``x``'s dtype (same-sign terms sum without
+    cancellation); beyond, float64 cumulative sums and their differences (~1e-16·|Σ| absolute error), cast back. For
+    n <= 4 the matmul is an einsum, which folds the batch into one matmul: a batched matmul of (n, n) blocks that
+    small is several times slower on CPU."""
+    n = x.shape[-2]
+    if n == 1 and not strict:
+        return x
+    if n <= _MATMUL_SUMS:
+        tri = _triangle(n, upper, strict, x.device, x.dtype)
+        return torch.einsum("ij,...jk->...ik", tri, x) if n <= 4 else tri @ x
+    xd = x.double()
+    pre = xd.cumsum(-2)  # Σ_{j<=i}
+    if upper:
+        out = pre[..., -1:, :] - pre + (0 if strict else xd)  # Σ_{j>i} (+ x_i)
+    else:
+        out = pre - xd if strict else pre
+    return out.to(x.dtype)
 
 
 def prefix_sums(x: torch.Tensor) -> torch.Tensor:
     """``x (..., n, K)`` -> ``y_i = Σ_{j<=i} x_j`` along ``-2``, in ``x``'s dtype (same-sign terms: no cancellation)."""
-    n = x.shape[-2]
-    if n == 1:
-        return x
-    if n <= _MATMUL_SUMS:
-        return _times_triangle(_triangle(n, False, x.device, x.dtype), x)
-    return x.double().cumsum(-2).to(x.dtype)
+    return _triangle_sums(x, upper=False, strict=False)
 
 
 def suffix_sums(x: torch.Tensor) -> torch.Tensor:
     """``x (..., n, K)`` -> ``y_i = Σ_{j>i} x_j`` (exclusive) along ``-2``, in ``x``'s dtype."""
-    n = x.shape[-2]
-    if n <= _MATMUL_SUMS:
-        return _times_triangle(_triangle(n, True, x.device, x.dtype), x)
-    pre = x.double().cumsum(-2)
-    return (pre[..., -1:, :] - pre).to(x.dtype)  # float64 differences: ~1e-16·|Σ| absolute error
-
-
-def _prefix_sums_transposed(g: torch.Tensor) -> torch.Tensor:
-    """The adjoint of ``prefix_sums``: ``x_j = Σ_{i>=j} g_i`` (the gradient of the inclusive prefix sums)."""
-    n = g.shape[-2]
-    if n == 1:
-        return g
-    if n <= _MATMUL_SUMS:
-        return _times_triangle(_triangle(n, False, g.device, g.dtype).transpose(0, 1), g)
-    return g.double().flip(-2).cumsum(-2).flip(-2).to(g.dtype)  # float64, as the forward's long sums
-
-
-def _suffix_sums_transposed(g: torch.Tensor) -> torch.Tensor:
-    """The adjoint of ``suffix_sums``: ``x_j = Σ_{i<j} g_i``."""
-    n = g.shape[-2]
-    if n <= _MATMUL_SUMS:
-        return _times_triangle(_triangle(n, True, g.device, g.dtype).transpose(0, 1), g)
-    pre = g.double().cumsum(-2).to(g.dtype)
-    return torch.cat([torch.zeros_like(pre[..., :1, :]), pre[..., :-1, :]], dim=-2)
+    return _triangle_sums(x, upper=True, strict=True)
 
 
 def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: float = 0.0):
@@ -166,11 +154,11 @@ class _DecayedScores(torch.autograd.Function):
                 dks = (dquad.transpose(-1, -2) @ qs.flatten(-2)).view(ks.shape)
             dq.view(*lead, n, 2, h, R, K).select(-4, 1).addcmul_(dqs, row)
             drow = (dqs * qs).sum(-2)  # d/d(prefix sums): e^x' = e^x, and qs = q2 ⊙ row already holds the factor
-            dlam.view(*lead, n, 2, h, K).select(-3, 1).add_(_prefix_sums_transposed(drow))
+            dlam.view(*lead, n, 2, h, K).select(-3, 1).add_(_triangle_sums(drow, upper=True, strict=False))
             dk.view(*lead, n, 2, h, R, K).select(-4, 0).add_(dks if col is None else dks * col)
             if col is not None:
                 dcol = (dks * ks).sum(-2)
-                dlam.view(*lead, n, 2, h, K).select(-3, 0).add_(_suffix_sums_transposed(dcol))
+                dlam.view(*lead, n, 2, h, K).select(-3, 0).add_(_triangle_sums(dcol, upper=False, strict=True))
         return dq, dk, dlam, None
 
 
