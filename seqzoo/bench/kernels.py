@@ -557,10 +557,8 @@ def isolated_kernel_bench(argv: list[str], ops: tuple[str, ...], out_dir: str | 
                         {"op": op, "impl": label, "fwd_ms": None, "fwdbwd_ms": None, "error": child_failure(done)}
                     )
                 # the files so far after every part: a run stopped at a time limit keeps what finished
-                write_results(rows, _isolated_config(config), out, plot=False, cuda=True)
-    config = _isolated_config(config)
-    cuda = config.get("device", "cuda").startswith("cuda") or bool(config.get("smoke_interpreter"))
-    write_results(rows, config, out, plot, cuda)
+                _write_isolated(rows, config, out, plot=False)
+    _write_isolated(rows, config, out, plot)
     return rows
 
 
@@ -571,8 +569,11 @@ def child_failure(done) -> str:
     return f"process exited with {done.returncode}" + (f": {said[-1].strip()[:300]}" if said else "")
 
 
-def _isolated_config(config: dict | None) -> dict:
-    return {**(config or {}), "isolated": "one process per op (seqzoo + torch) and per peer"}
+def _write_isolated(rows: list[dict], config: dict | None, out: Path, plot: bool) -> None:
+    """``write_results`` of the merged parts; ``config``: the first finished part's (None before one finished)."""
+    config = {**(config or {}), "isolated": "one process per op (seqzoo + torch) and per peer"}
+    cuda = config.get("device", "cuda").startswith("cuda") or bool(config.get("smoke_interpreter"))
+    write_results(rows, config, out, plot, cuda)
 
 
 def plot_kernels(rows: list[dict[str, Any]], path: str | Path, cuda: bool) -> None:
