@@ -39,7 +39,10 @@ def test_python_block_runs(i, tmp_path):
 def test_cli_examples_run_in_order():
     if shared_dir() is None:
         pytest.skip("the README's text example reads $SEQZOO_DATA: the data folder of ../shared or $SEQZOO_SHARED")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "SEQZOO_DATA": str(shared_dir() / "data")}
+    # relative to the repository (the commands run there): "../shared/data" in the usual layout, so a run folder the
+    # text example left in /tmp is resumed by the same settings from any checkout
+    data = os.path.relpath(shared_dir() / "data", REPO)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SEQZOO_DATA": data}
     for line in SEQZOO_LINES:
         args = shlex.split(line.replace("$SEQZOO_DATA", env["SEQZOO_DATA"]))[1:]  # as a shell would expand it
         res = subprocess.run(
