@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import InputError, require
-from .prune import Usage, keep_mask, smem_limit
+from .prune import Usage, config_label, keep_mask, known_fault, smem_limit
 from .switch import chunk_halvings
 
 TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100}
@@ -273,7 +273,7 @@ def _compile_job(job: dict, workdir: str) -> dict:
         "kernel": kname,
         "op": mod_name.split(".")[-2],
         "target": job["target"],
-        "config": _config_str(config),
+        "config": config_label(config),
         "constexprs": ",".join(f"{k}={_short(v)}" for k, v in job["constexprs"].items()),
         "dtype": next((a["dtype"] for a in job["args"].values() if a["kind"] == "tensor"), ""),
         "scenario": job["scenario"],
@@ -299,11 +299,6 @@ def _compile_job(job: dict, workdir: str) -> dict:
 
 def _short(v) -> str:
     return v["tl"] if isinstance(v, dict) else str(v)
-
-
-def _config_str(config) -> str:
-    kw = ",".join(f"{k}={v}" for k, v in config.kwargs.items())
-    return f"{kw},w{config.num_warps},s{config.num_stages}"
 
 
 def _worker_main() -> int:
@@ -408,7 +403,8 @@ def compile_jobs(
 
 # ------------------------------------------------------------------------------------------------------- the table
 def mark_kept(rows: list[dict]) -> list[dict]:
-    """``kept`` per row: ``prune.keep_mask`` over the configs of one launch on one target (the hook's decision)."""
+    """``kept`` per row: ``prune.keep_mask`` over the configs of one launch on one target, less ``prune.KNOWN_FAULTS``
+    (the hook's decision)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["kernel"], r["constexprs"], r["scenario"], r["target"]), []).append(r)
@@ -418,7 +414,8 @@ def mark_kept(rows: list[dict]) -> list[dict]:
         for r, keep in zip(grp, keep_mask(usages, limit)):
             r["smem_limit"] = limit
             r["fits"] = r["status"] == "ok" and r["shared"] <= limit
-            r["kept"] = keep
+            r["known_fault"] = known_fault(r["kernel"], r["config"], TARGETS[target], r["dtype"]) is not None
+            r["kept"] = keep and not r["known_fault"]
         for r in grp:
             r["launch_has_kept"] = any(g["kept"] for g in grp)
     return rows
@@ -438,6 +435,7 @@ COLUMNS = (
     "smem_limit",
     "fits",
     "kept",
+    "known_fault",
     "i32_offsets",
 )
 
@@ -450,6 +448,7 @@ def summary(rows: list[dict]) -> dict:
         "errors": sum(r["status"] != "ok" for r in rows),
         "kept": sum(bool(r.get("kept")) for r in rows),
         "pruned": sum(r["status"] == "ok" and not r.get("kept") for r in rows),
+        "known_faults": sum(bool(r.get("known_fault")) for r in rows),
         "kept_with_spills": sum(bool(r.get("kept")) and r["spill_bytes"] > 0 for r in rows),
         "i32_offsets": sum(r.get("i32_offsets", 0) for r in rows),
         "launches": len(launches),

@@ -4,7 +4,8 @@
 ahead-of-time table (``seqzoo kernels check``, ``kernels/aot.py``) on any machine: a config is kept when it
 compiled, its shared memory fits the target's per-block limit and ptxas reports no register spills (spills go to
 local memory, i.e. DRAM). A spilling config is never launched: when no config of a launch is kept, the hook raises,
-naming the kernel and the target.
+naming the kernel and the target. Nor is a config in ``KNOWN_FAULTS``: one that compiled cleanly but faulted or
+computed wrongly on a real GPU (a compiler bug only a GPU shows), dropped on that architecture for 16-bit operands.
 
 The dispatchers (``ops/mlstm``, ``ops/gateloop``: ``triton_fits``) ask before launching anything: ``launch_unfit``
 runs the same rule for every kernel an op would launch at these head dims / chunk / dtype on this GPU
@@ -42,6 +43,47 @@ class Usage:
     registers: int
     spill_bytes: int
     shared: int
+
+
+@dataclass(frozen=True)
+class KnownFault:
+    """A config that compiles without spills but fails on a real GPU of compute capability ``cc`` with 16-bit
+    (bf16 / fp16) operands; ``seen``: where, with what, and what happened."""
+
+    kernel: str
+    config: str  # ``config_label`` form, e.g. "BV=16,w8,s1"
+    cc: int
+    seen: str
+
+
+KNOWN_FAULTS = (
+    # tools/gpu_config_sweep.py on an H200 (torch 2.11.0+cu130, triton 3.6.0), 2026-11-26: at head dims K = 20
+    # (BK = 32), V = 16, chunk 64, T = 9 this config alone of the 11 faulted in bf16 (illegal memory access, which
+    # also poisons every later CUDA call of the process) and gave h with relative error 0.62 in fp16; fp32 and the
+    # other 10 configs were correct, and the interpreter's bounds check (tests/kernel_bounds.py) finds no
+    # out-of-bounds access at any config: a miscompile, as in triton-lang/triton#10573 and #11366 (sm_90, 3.6+).
+    KnownFault(
+        "_mlstm_fwd_kernel",
+        "BV=16,w8,s1",
+        90,
+        "H200, triton 3.6.0: illegal memory access (bf16), wrong h (fp16) at K=20, V=16, chunk 64",
+    ),
+)
+_HALF = ("float16", "bfloat16")
+
+
+def config_label(config) -> str:
+    """``"BV=16,w8,s1"``: a ``triton.Config``'s meta-parameters, warps and stages (also the compile table's column)."""
+    kw = ",".join(f"{k}={v}" for k, v in config.kwargs.items())
+    return f"{kw},w{config.num_warps},s{config.num_stages}"
+
+
+def known_fault(kernel: str, config: str, cc: int, dtype: str) -> KnownFault | None:
+    """The ``KNOWN_FAULTS`` entry of ``kernel``'s ``config`` (``config_label``) on ``cc`` for tensors of ``dtype``
+    (e.g. "bfloat16"), or None."""
+    if dtype.removeprefix("torch.") not in _HALF:
+        return None
+    return next((f for f in KNOWN_FAULTS if (f.kernel, f.config, f.cc) == (kernel, config, cc)), None)
 
 
 def fits(u: Usage | None, limit: int) -> bool:
@@ -86,6 +128,12 @@ class ResourcePrune:
 
     def verdict(self, configs, nargs: dict, kwargs: dict, cc: int) -> tuple[list, str | None]:
         """(kept configs, None) on compute capability ``cc`` (e.g. 90), or ([], why) when none is kept."""
+        name = getattr(self.kernel, "__name__", "kernel")
+        dtype = next((str(t.dtype) for t in nargs.values() if hasattr(t, "dtype")), "")
+        faulty = [known_fault(name, config_label(c), cc, dtype) is not None for c in configs]
+        if any(faulty):
+            log.info("seqzoo.kernels: %s drops %d config(s) known to fail on sm_%d", name, sum(faulty), cc)
+        configs = [c for c, f in zip(configs, faulty) if not f]
         limit = smem_limit(cc)
         usages = [self.usage(c, nargs, kwargs) for c in configs]
         kept = [c for c, k in zip(configs, keep_mask(usages, limit)) if k]
@@ -144,11 +192,15 @@ def autotune(configs: list, key: list[str]):
 
 
 __all__ = [
+    "KNOWN_FAULTS",
     "SMEM_LIMIT",
+    "KnownFault",
     "ResourcePrune",
     "Usage",
     "autotune",
+    "config_label",
     "keep_mask",
+    "known_fault",
     "launch_unfit",
     "smem_limit",
     "why_none_kept",
