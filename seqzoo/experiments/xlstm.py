@@ -350,7 +350,8 @@ def xlstm_bench(
 
 
 @register_experiment(
-    "xlstm-slstm-bench", "sLSTM loop: naive vs fused (hand BPTT) vs autograd vs torch.compile, per step"
+    "xlstm-slstm-bench",
+    "sLSTM loop: naive vs fused (hand BPTT) vs its loops in C vs autograd vs torch.compile, per step",
 )
 def xlstm_slstm_bench(
     out_dir: Path,
@@ -366,8 +367,11 @@ def xlstm_slstm_bench(
     interleaved runs, all in one process (ratios against the naive loop measured in the same run)."""
     import torch
 
-    from ..ops.slstm import slstm_compiled, slstm_fused, slstm_naive
+    from ..ops.slstm import native, slstm_compiled, slstm_fused, slstm_naive
     from ..ops.slstm.fused import _loop, _pointwise
+
+    def in_c(a, r):
+        return slstm_fused(a, r, native=True)
 
     compiled = as_bool(compiled, "compiled")
     out = Path(out_dir)
@@ -378,6 +382,8 @@ def xlstm_slstm_bench(
     wx = torch.randn(B, T, H, 4, d, generator=g)
     R = 0.1 * torch.randn(H, d, 4, d, generator=g)
     fwd = {"naive": slstm_naive, "fused": slstm_fused}
+    if native.library() is not None:  # no C compiler: no row (config.json says why)
+        fwd["fused, loops in C"] = in_c
     if compiled:
         fwd["compiled"] = slstm_compiled
         t0 = time.perf_counter()
@@ -391,6 +397,8 @@ def xlstm_slstm_bench(
         "fused, autograd loop": lambda a, r: _loop(a, r, None, _pointwise),
         "fused (hand-written BPTT)": slstm_fused,
     }
+    if native.library() is not None:
+        train["fused, loops in C"] = in_c
     times: dict[str, list[float]] = {}
     for _ in range(int(repeats)):
         for name, fn in fwd.items():
@@ -422,6 +430,7 @@ def xlstm_slstm_bench(
                 "threads": threads,
                 "repeats": repeats,
                 "compile_s": compile_s,
+                "native_unavailable": native.unavailable(),
                 "torch": torch.__version__,
             },
             indent=2,

@@ -60,7 +60,7 @@ class SLSTM(Mixer):
         d_model: int,
         n_heads: int = 4,
         conv_size: int = 4,
-        cell_mode: str = "fused",
+        cell_mode: str = "auto",
         bias_init: str = "powerlaw_blockdependent",
         block_idx: int = 0,
         n_blocks: int = 1,

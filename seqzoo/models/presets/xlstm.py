@@ -49,7 +49,7 @@ def xlstm_config(
     chunk_size: int = 64,
     conv_size: int = 4,
     dropout: float = 0.0,
-    slstm_cell_mode: str = "fused",
+    slstm_cell_mode: str = "auto",
     **mlstm_kwargs,
 ) -> ModelConfig:
     """NeurIPS xLSTM stack: ``slstm_at`` lists the 0-based sLSTM block indices, every other block is mLSTM."""

@@ -1,18 +1,21 @@
 """sLSTM cell ops: the naive loop (reference) and fast loops; ``slstm(wx, R, state, mode=...)`` dispatches.
 
 There is no parallel form (the recurrent matrix R mixes h_{t-1} into every gate), so every mode is a loop
-over T; they differ only in how much each step costs. README.md holds the derivation and measured times.
+over T; they differ only in how much each step costs. ``"auto"``: ``"native"`` (the loops in C, built on first use
+by ``native.py``) on CPU where a C compiler builds it, else ``"fused"``. README.md holds the derivation and measured times.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ...errors import InputError
+from ...errors import InputError, require
+from ...kernels.switch import note_kernel
+from . import native
 from .fused import slstm_compiled, slstm_fused
 from .naive import slstm_naive
 
-MODES = ("auto", "naive", "fused", "compiled")
+MODES = ("auto", "naive", "fused", "native", "compiled")
 
 
 def slstm(wx, R, state=None, mode: str = "auto"):
@@ -34,7 +37,17 @@ def _slstm(wx, R, state, mode):
         return slstm_naive(wx, R, state)
     if mode == "compiled":
         return slstm_compiled(wx, R, state)
-    return slstm_fused(wx, R, state)
+    if mode == "native":
+        require(wx.device.type == "cpu", f"slstm: mode='native' runs on CPU tensors, got {wx.device.type}")
+        why = native.unavailable()
+        if why is not None:
+            raise RuntimeError(f"slstm: mode='native' needs its C loops built: {why}")
+    elif mode == "auto":
+        # the C loops on CPU where they build (first use compiles native.c, seconds; logged once), else PyTorch's
+        use = wx.device.type == "cpu" and native.library() is not None
+        note_kernel("slstm", "native C loop" if use else "PyTorch loop", wx.device)
+        return slstm_fused(wx, R, state, native=use)
+    return slstm_fused(wx, R, state, native=mode == "native")
 
 
 __all__ = ["MODES", "slstm", "slstm_compiled", "slstm_fused", "slstm_naive"]
