@@ -9,7 +9,9 @@ ops under it). What it cannot see or miscounts, and how the test handles it:
   ``causal=False``);
 * the backward of a depthwise (grouped) convolution is counted without dividing by the groups (≈ channels ×
   too much), so ``convolution_backward`` is replaced by 2 × the forward convolution (grad input + grad weight);
-* Triton kernels (CUDA only) would be invisible; on CPU none run;
+* Triton kernels (CUDA only) would be invisible; on CPU none run; so are the sLSTM's loops in C
+  (``ops/slstm/native.c``: the recurrent ``h R`` product of every step), so the sLSTM is counted on the PyTorch
+  loops they replace (``native.library`` reports no library while counting);
 * two fast CPU paths issue other ops than the useful matmuls the formula counts: the causal conv's shifted
   multiply-adds (``ops/causal_conv/torch_conv.py: _ShiftedTaps``, elementwise, so not counted) and the mLSTM's
   grouped block-diagonal q/k/v matmuls (``mixers/mlstm.py: headwise``, 8x the useful flops in zeros). While
@@ -33,6 +35,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import seqzoo.mixers.mlstm as mlstm
 import seqzoo.ops.causal_conv.torch_conv as torch_conv
+import seqzoo.ops.slstm.native as slstm_native
 from seqzoo.bench.flops import gemm_gflops, layer_flops, mean_visible_keys, model_flops
 from seqzoo.bench.models import FAMILIES, family_config
 from seqzoo.errors import InputError
@@ -56,6 +59,7 @@ def counted(cfg, T: int, backward: bool) -> float:
     with (
         mock.patch.object(torch_conv._ShiftedTaps, "apply", _conv_as_conv1d),
         mock.patch.object(mlstm, "_GROUP_MIN_TOKENS", 1 << 62),
+        mock.patch.object(slstm_native, "library", lambda: None),
         sdpa_kernel(SDPBackend.MATH),
         FlopCounterMode(display=False) as fc,
     ):
