@@ -140,6 +140,33 @@ def _rand(*shape, grad=False, scale=1.0):
     return (torch.rand(*shape) * scale).to(DEVICE, DTYPE).requires_grad_(grad)
 
 
+def _reference(op: str, *args) -> dict:
+    """The op's PyTorch reference on float64 CPU copies of ``args`` (outputs named as the cases name them)."""
+    from seqzoo.ops.causal_conv.naive import causal_conv1d_naive
+    from seqzoo.ops.gateloop.naive import gateloop_naive
+    from seqzoo.ops.rglru.naive import linear_scan_naive, rglru_naive
+
+    def f64(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        t = t.detach().cpu()
+        return t.double() if t.is_floating_point() else t
+
+    args = [f64(a) for a in args]
+    with torch.no_grad():
+        if op == "gla":
+            y, s = gateloop_naive(*args)
+            return {"y": y, "state": s.real if s.is_complex() else s}
+        if op == "scan":
+            h, hT = linear_scan_naive(*args)
+            return {"h": h, "h_T": hT}
+        if op == "rglru":
+            y, hT = rglru_naive(*args)
+            return {"y": y, "h_T": hT}
+        y, st = causal_conv1d_naive(*args)
+        return {"y": y, "state": st}
+
+
 def _mlstm_reference(q, k, v, i, f, st) -> dict:
     from seqzoo.ops.mlstm import mlstm_naive_recurrent
 
@@ -179,9 +206,11 @@ def cases(mods: dict) -> list[tuple[str, str, object]]:
                 q, k = _randn(B, T, H, K, grad=train), _randn(B, T, H, K, grad=train)
                 v = _randn(B, T, H, V, grad=train)
                 log_a = (-_rand(B, T, H, K)).detach().requires_grad_(train)
-                y, s = gla.gla_triton(q, k, v, log_a, _randn(B, H, K, V).float().requires_grad_(train))
+                s0 = _randn(B, H, K, V).float().requires_grad_(train)
+                y, s = gla.gla_triton(q, k, v, log_a, s0)
                 if train:
                     _backward([y, s], [q, k, v, log_a])
+                return {"y": y, "state": s}, lambda: _reference("gla", q, k, v, log_a, None, s0)
 
             out += [("mlstm", f"T{T}-K{K}-V{V}-{'train' if train else 'fwd'}", run_mlstm)]
             out += [("gla", f"T{T}-K{K}-V{V}-{'train' if train else 'fwd'}", run_gla)]
@@ -191,25 +220,31 @@ def cases(mods: dict) -> list[tuple[str, str, object]]:
             def run_scan(B=B, T=T, R=R, train=train):
                 a = _rand(B, T, R, grad=train)
                 b = _randn(B, T, R, grad=train)
-                h, hT = rglru.linear_scan_triton(a, b, _randn(B, R).float().requires_grad_(train))
+                h0 = _randn(B, R).float().requires_grad_(train)
+                h, hT = rglru.linear_scan_triton(a, b, h0)
                 if train:
                     _backward([h, hT], [a, b])
+                return {"h": h, "h_T": hT}, lambda: _reference("scan", a, b, h0)
 
             def run_rglru(B=B, T=T, R=R, train=train):
                 x, gx, ga = (_randn(B, T, R, grad=train) for _ in range(3))
                 a_param = _randn(R).float().requires_grad_(train)
                 reset = torch.zeros(B, T, dtype=torch.bool, device=DEVICE)
                 reset[:, T // 2] = True
-                y, hT = rglru.rglru_fused_triton(x, gx, ga, a_param, reset, _randn(B, R).float().requires_grad_(train))
+                h0 = _randn(B, R).float().requires_grad_(train)
+                y, hT = rglru.rglru_fused_triton(x, gx, ga, a_param, reset, h0)
                 if train:
                     _backward([y, hT], [x, gx, ga, a_param])
+                return {"y": y, "h_T": hT}, lambda: _reference("rglru", x, gx, ga, a_param, reset, h0)
 
             def run_conv(B=B, T=T, R=R, train=train):
                 x, w, bias = _randn(B, T, R, grad=train), _randn(R, 4, grad=train), _randn(R, grad=train)
                 seg = (torch.arange(T).repeat(B, 1) % 7).to(DEVICE)  # document starts inside the sequence
-                y, st = conv.causal_conv1d_triton(x, w, bias, _randn(B, 3, R, grad=train), seg, "silu")
+                st0 = _randn(B, 3, R, grad=train)
+                y, st = conv.causal_conv1d_triton(x, w, bias, st0, seg, "silu")
                 if train:
                     _backward([y, st], [x, w, bias])
+                return {"y": y, "state": st}, lambda: _reference("conv", x, w, bias, st0, seg, "silu")
 
             tag = f"T{T}-R{R}-{'train' if train else 'fwd'}"
             out += [("rglru", "scan-" + tag, run_scan), ("rglru", "fused-" + tag, run_rglru), ("conv", tag, run_conv)]

@@ -138,8 +138,18 @@ def test_known_faults_name_real_kernels_and_configs():
         assert len(lists[f.kernel]) > 1  # another config remains to run
 
 
-def test_gpu_config_sweep_runs_one_config_under_the_interpreter():
-    # the plumbing of tools/gpu_config_sweep.py (its GPU run is in docs/benchmarks.md): one child, config index 1
+@pytest.mark.parametrize(
+    "op, case, kernel",
+    [
+        ("mlstm", "T9-K20-V16-fwd", "_mlstm_fwd_kernel"),
+        ("conv", "T9-R40-train", "_conv_fwd_kernel"),
+        ("gla", "T9-K20-V16-fwd", None),
+        ("rglru", "scan-T9-R40-fwd", None),
+    ],
+)
+def test_gpu_config_sweep_runs_one_config_under_the_interpreter(op, case, kernel):
+    # the plumbing of tools/gpu_config_sweep.py (its GPU run is in docs/benchmarks.md): one child at config index 1,
+    # its outputs against the op's float64 reference
     out = subprocess.run(
         [
             sys.executable,
@@ -147,8 +157,8 @@ def test_gpu_config_sweep_runs_one_config_under_the_interpreter():
             "--device",
             "cpu",
             "--child",
-            "mlstm",
-            "T9-K20-V16-fwd",
+            op,
+            case,
             "fp32",
             "1",
         ],
@@ -159,5 +169,8 @@ def test_gpu_config_sweep_runs_one_config_under_the_interpreter():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.splitlines()[-1])
-    assert res["configs"]["_mlstm_fwd_kernel"] == {"BV": 16, "num_warps": 8, "num_stages": 1}
+    if kernel == "_mlstm_fwd_kernel":  # index 1: the known fault's config (forced: the hook is not asked)
+        assert res["configs"][kernel] == {"BV": 16, "num_warps": 8, "num_stages": 1}
+    elif kernel:
+        assert kernel in res["configs"]
     assert res["ok"] and res["max_rel_error"] < 1e-5

@@ -35,7 +35,7 @@ timeout -s INT -k 15 "${T_MODELS:-100}" "${PYTEST[@]}" -n "${PROCS:-14}" tests/t
     tests/test_kernels_fallback.py tests/test_kernels_switch.py > "$O/models.log" 2>&1
 note "models rc $? : $(tail -1 "$O/models.log")"
 # 2. every autotune config alone, each in its own process (a config that faults, CUDA's illegal address, would
-# otherwise poison the process that autotunes it): faults, and the mLSTM's errors against its fp64 reference
+# otherwise poison the process that autotunes it): faults, and outputs against each op's float64 reference
 timeout -s INT -k 10 "${T_SWEEP:-120}" python3 tools/gpu_config_sweep.py --out "$O/sweep" \
     --procs "${PROCS:-14}" > "$O/sweep.log" 2>&1
 note "sweep rc $? : $(tail -1 "$O/sweep.log")"

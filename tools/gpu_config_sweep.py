@@ -4,8 +4,8 @@ The autotuner runs every config that its prune hook keeps, but a test only ever 
 that writes out of bounds (``cudaErrorIllegalAddress``), or computes wrongly, is therefore found by the user whose
 shape happens to select it. This runs each config of each op's kernels (``config`` index i applied to every
 kernel of the op, modulo its list length) in its own process with ``CUDA_LAUNCH_BLOCKING=1``, on the odd tiny
-shapes of ``tests/kernel_bounds.py`` (the interpreter's out-of-bounds check of the same cases), and compares the
-mLSTM against its fp64 reference::
+shapes of ``tests/kernel_bounds.py`` (the interpreter's out-of-bounds check of the same cases), and compares every
+op's outputs (not its gradients) against its float64 PyTorch reference::
 
     python tools/gpu_config_sweep.py --out results/config-sweep       # on a machine with CUDA; about 2 minutes
 
