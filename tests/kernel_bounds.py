@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 _violations: list[dict] = []
-_ranges: list[tuple[int, int]] = []
+_ranges: list[np.ndarray] = []  # the launch's tensor extents: [starts, ends], sorted by start
 _kernel = [""]
 
 
@@ -53,10 +53,7 @@ def _check(ptrs, mask, kind: str) -> None:
     if used.size == 0:
         return
     size = ptrs.get_element_ty().primitive_bitwidth // 8
-    lo = np.array([r[0] for r in _ranges], dtype=np.uint64)
-    hi = np.array([r[1] for r in _ranges], dtype=np.uint64)
-    order = np.argsort(lo)
-    lo, hi = lo[order], hi[order]
+    lo, hi = _ranges
     j = np.searchsorted(lo, used, side="right") - 1  # the tensor starting at or before each address
     inside = (j >= 0) & (used + np.uint64(size) <= hi[np.maximum(j, 0)])
     bad = used[~inside]
@@ -74,7 +71,8 @@ def bounds_checked():
 
     def init_checked(self, args_dev, kwargs):
         args_hst, kwargs_hst = init(self, args_dev, kwargs)
-        _ranges[:] = [_extent(t) for t in _tensors([*args_hst, *kwargs_hst.values()])]
+        extents = sorted(_extent(t) for t in _tensors([*args_hst, *kwargs_hst.values()]))  # once per launch
+        _ranges[:] = [np.array([e[i] for e in extents], dtype=np.uint64) for i in (0, 1)]
         _kernel[0] = self.fn.__name__
         return args_hst, kwargs_hst
 

@@ -382,7 +382,8 @@ def xlstm_slstm_bench(
     wx = torch.randn(B, T, H, 4, d, generator=g)
     R = 0.1 * torch.randn(H, d, 4, d, generator=g)
     fwd = {"naive": slstm_naive, "fused": slstm_fused}
-    if native.library() is not None:  # no C compiler: no row (config.json says why)
+    has_c = native.library() is not None  # no C compiler: no rows (config.json says why)
+    if has_c:
         fwd["fused, loops in C"] = in_c
     if compiled:
         fwd["compiled"] = slstm_compiled
@@ -397,7 +398,7 @@ def xlstm_slstm_bench(
         "fused, autograd loop": lambda a, r: _loop(a, r, None, _pointwise),
         "fused (hand-written BPTT)": slstm_fused,
     }
-    if native.library() is not None:
+    if has_c:
         train["fused, loops in C"] = in_c
     times: dict[str, list[float]] = {}
     for _ in range(int(repeats)):

@@ -13,8 +13,9 @@
  *   else m_t = max(i~, log f + m_{t-1}), f' = exp(log f + m_{t-1} - m_t);  i' = exp(i~ - m_t)
  *   c_t = f' c_{t-1} + i' tanh(z~),  n_t = f' n_{t-1} + i',  h_t = sigmoid(o~) c_t / n_t
  *
- * Backward (R^T given as RmT (H, 4d, d)): the chain through (h, c, n, m) only. The local derivatives of every step are computed beforehand for
- * all t at once in PyTorch (fused.py: _SLSTMFunction.backward) and passed as the 11 planes of D (11, T, H, B, d):
+ * Backward (R^T given as RmT (H, 4d, d)): the chain through (h, c, n, m) only. The local derivatives of every
+ * step are computed beforehand for all t at once in PyTorch (fused.py: _SLSTMFunction.backward) and passed as the
+ * 11 planes of D (11, T, H, B, d):
  *   P_c, P_n, C_f, N_f, Z_i, i', sel, S_f, Z_d, P_o, f'. Per step, with dh_r = dG_{t+1} R^T:
  *   dh = dHs_t + dh_r;  dc = dc + dh P_c;  dn = dn - dh P_n;  B = dc C_f + dn N_f;  A = dc Z_i + dn i'
  *   dm_t = dm - A - B;  dlogf = B + (1 - sel) dm_t

@@ -95,7 +95,8 @@ def forward(gx, Rm, state):
     pre-activations) and ``Hs, Cs, Ns, Ms (T+1, H, B, d)`` with the initial state at index 0."""
     T, H, B, D4 = gx.shape
     d = D4 // 4
-    gx, Rm = gx.contiguous(), Rm.contiguous()
+    Rm = Rm.to(gx.dtype).contiguous()  # the C loop reads every pointer as gx's type
+    gx = gx.contiguous()
     G = torch.empty_like(gx)
     Hs, Cs, Ns, Ms = (torch.empty(T + 1, H, B, d, dtype=gx.dtype) for _ in range(4))
     for seq, s0 in zip((Hs, Cs, Ns, Ms), state):
@@ -110,9 +111,10 @@ def backward(Rm, D, dHs, dh, dc, dn, dm):
     and the incoming gradients of the final ``h, c, n, m (H, B, d)`` -> ``dG (T, H, B, 4d)`` and the gradients of
     the initial ``h, c, n, m``."""
     _, T, H, B, d = D.shape
-    RmT = Rm.transpose(1, 2).contiguous()  # (H, 4d, d)
-    D, dHs = D.contiguous(), dHs.contiguous()
-    dh, dc, dn, dm = (t.clone(memory_format=torch.contiguous_format) for t in (dh, dc, dn, dm))
+    # the C loop reads and writes every pointer as D's type
+    RmT, D = Rm.to(D.dtype).transpose(1, 2).contiguous(), D.contiguous()  # RmT (H, 4d, d)
+    dHs = dHs.to(D.dtype).contiguous()
+    dh, dc, dn, dm = (t.to(D.dtype, memory_format=torch.contiguous_format, copy=True) for t in (dh, dc, dn, dm))
     dG = torch.empty(T, H, B, 4 * d, dtype=D.dtype)
     fn = getattr(library(), f"slstm_backward_{_SUFFIX[D.dtype]}")
     fn(T, H, B, d, _p(RmT), _p(D), _p(dHs), _p(dG), _p(dh), _p(dc), _p(dn), _p(dm))
