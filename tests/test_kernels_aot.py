@@ -127,14 +127,25 @@ SMALL = {"mlstm": [(64, 64, 64)], "gateloop": [(8, 16, 64)], "rglru": [192], "co
 
 
 def test_scenarios_dedupe_sizes_with_one_compiled_kernel():
-    sizes = {"mlstm": [(384, 384, 64), (512, 512, 64), (256, 512, 64)], "rglru": [1024, 1536]}
+    sizes = {"mlstm": [(48, 48, 64), (64, 64, 64), (256, 512, 64)], "rglru": [1024, 1536]}
     scs = aot.scenarios(sizes, ["bfloat16"], ["train"])
     assert [(s["op"], s.get("K")) for s in scs] == [
-        ("mlstm", 384),
+        ("mlstm", 48),
         ("mlstm", 256),
         ("rglru", None),
         ("linear_scan", None),
     ]
+
+
+def test_heads_the_dispatch_refuses_are_listed_not_compiled():
+    """qk heads wider than the mLSTM kernels' register tile (``qk_head_unfit``) are never launched on a GPU: the
+    check leaves them out of the compile jobs and lists them with the reason (the presets do have them)."""
+    sizes = {"mlstm": [(64, 64, 64), (384, 384, 64), (384, 384, 32), (1024, 1024, 64)]}
+    assert [s["K"] for s in aot.scenarios(sizes, ["float32"], ["train"])] == [64]
+    out = aot.not_launched(sizes)
+    assert len(out) == 2 and out[0].startswith("mlstm K=384 V=384 chunk 32/64: qk head dim K=384")
+    assert "K=1024" in out[1]
+    assert any("K=384" in x for x in aot.not_launched(aot.preset_sizes()))  # xlstm71-125m
 
 
 def test_launch_summary_counts_configs_once_per_launch():

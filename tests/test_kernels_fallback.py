@@ -91,15 +91,15 @@ def test_probe_records_the_launches_without_running_them():
     assert _common._probing.get() is None  # launches run again after the probe
 
 
-def test_mlstm_head_dim_1024_is_unfit_on_a_small_smem_target(monkeypatch):
-    """Head dim 1024 (xlstm10-1.3b): every config over the shared memory of the target -> a reason naming the
+def test_mlstm_head_dim_256_is_unfit_on_a_small_smem_target(monkeypatch):
+    """Head dim 256 (xlstm-7b): every config over the shared memory of the target -> a reason naming the
     kernel and the target; head dim 64 fits. Forward-only probes ask the forward kernel only."""
     from seqzoo.ops.mlstm.triton import shape_unfit
 
-    asked = _fabricate(monkeypatch, smem_of_bk=lambda bk: 266_000 if bk >= 1024 else 30_000)
-    q, k, v = _mlstm_in(1024)
+    asked = _fabricate(monkeypatch, smem_of_bk=lambda bk: 266_000 if bk >= 256 else 30_000)
+    q, k, v = _mlstm_in(256)
     why = shape_unfit(q, k, v, 16, cc=80)
-    assert why is not None and "_mlstm_fwd_kernel on sm_80" in why and "shared memory" in why and "K=1024" in why
+    assert why is not None and "_mlstm_fwd_kernel on sm_80" in why and "shared memory" in why and "K=256" in why
     assert shape_unfit(q, k, v, 16, cc=90) is not None  # 266 KB > 227 KB too
     assert shape_unfit(*_mlstm_in(64), 16, cc=80) is None
     asked.clear()
@@ -109,6 +109,28 @@ def test_mlstm_head_dim_1024_is_unfit_on_a_small_smem_target(monkeypatch):
     # remembered: a second ask compiles nothing
     asked.clear()
     assert shape_unfit(q, k, v, 16, cc=80) is not None and asked == []
+
+
+@pytest.mark.parametrize("K", [257, 384, 1024])
+def test_mlstm_qk_head_wider_than_the_register_tile_is_refused_before_any_compile(K, monkeypatch):
+    """Heads over ``MAX_QK_TILE`` (xlstm71-125m: 384, xlstm10-1.3b: 1024) are unfit on every GPU from their size:
+    no config is compiled (a build at a 512-wide tile took ptxas up to 87 minutes), explicit ``mode="triton"`` on a
+    GPU is an error naming q, and the interpreter (no GPU) still runs them."""
+    from seqzoo.ops.mlstm import triton as m
+
+    asked = _fabricate(monkeypatch)
+    q, k, v = _mlstm_in(K, V=32, T=16)
+    for cc in (80, 90, 100):
+        why = m.shape_unfit(q, k, v, 16, cc=cc)
+        assert why is not None and f"K={K}" in why and f"K <= {m.MAX_QK_TILE}" in why
+        assert m.kernel_tile(q, k, v, 64, cc=cc) == (None, why)
+    assert asked == []
+    assert m.kernel_tile(q, k, v, 64) == (64, None)  # no GPU: no register limit
+    assert m.shape_unfit(*_mlstm_in(m.MAX_QK_TILE, V=32, T=16), 16, cc=90) is None and asked  # 256 is probed
+    i, f = torch.zeros(1, 16, 2), torch.zeros(1, 16, 2)
+    monkeypatch.setattr(m, "compute_capability", lambda t, cc=None: 90)  # as if q were on an H100
+    with pytest.raises(InputError, match=r"mlstm_triton: q: qk head dim K=\d+ .* use mode='chunkwise'"):
+        m.mlstm_triton(q, k, v, i, f, chunk_size=16)
 
 
 def test_mlstm_backward_kernel_that_spills_makes_training_unfit(monkeypatch):

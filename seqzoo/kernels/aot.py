@@ -82,6 +82,8 @@ def _pow2(n: int) -> int:
 def scenarios(sizes: dict[str, list], dtypes: Iterable[str], modes: Iterable[str] = MODES) -> list[dict]:
     """Op calls for ``aot_capture``. Sizes that give the same compiled kernel (same power-of-two tile, same
     16-divisibility) are called once: the first such size stands for the others."""
+    from ..ops.mlstm.triton import qk_head_unfit
+
     out, seen = [], set()
 
     def add(sc: dict, key: tuple) -> None:
@@ -92,6 +94,8 @@ def scenarios(sizes: dict[str, list], dtypes: Iterable[str], modes: Iterable[str
     for dt in dtypes:
         for mode in modes:
             for K, V, L in sizes.get("mlstm", []):
+                if qk_head_unfit(K) is not None:  # never launched: the dispatch takes the PyTorch path
+                    continue
                 sc = {"op": "mlstm", "dtype": dt, "mode": mode, "T": 2 * L, "K": K, "V": V, "chunk": L}
                 add(sc, ("mlstm", dt, mode, _pow2(K), L, K % 16 == 0, V % 16 == 0))
             for K, V, L in sizes.get("gateloop", []):
@@ -106,6 +110,20 @@ def scenarios(sizes: dict[str, list], dtypes: Iterable[str], modes: Iterable[str
                 sc = {"op": "causal_conv", "dtype": dt, "mode": mode, "T": 128, "C": C, "k": k}
                 add(sc, ("conv", dt, mode, k, C % 16 == 0))
     return out
+
+
+def not_launched(sizes: dict[str, list]) -> list[str]:
+    """The preset sizes ``scenarios`` leaves out because the dispatch refuses them on every GPU before compiling
+    (``ops/mlstm/triton.py: qk_head_unfit``), one line per head-dim pair with its chunk tiles and the reason."""
+    from ..ops.mlstm.triton import qk_head_unfit
+
+    tiles: dict[tuple, list[int]] = {}
+    for K, V, L in sizes.get("mlstm", []):
+        if qk_head_unfit(K) is not None:
+            tiles.setdefault((K, V), []).append(L)
+    return [
+        f"mlstm K={K} V={V} chunk {'/'.join(map(str, sorted(Ls)))}: {qk_head_unfit(K)}" for (K, V), Ls in tiles.items()
+    ]
 
 
 def capture(scs: list[dict]) -> list[dict]:
@@ -502,6 +520,7 @@ def write_outputs(rows: list[dict], out: str | Path, meta: dict) -> dict:
         w.writerows(rows)
     lines = [f"- {k}: {v}" for k, v in s.items() if k != "launches_without_kept_config"]
     lines += [f"- launch without a kept config: {x}" for x in s["launches_without_kept_config"]]
+    lines += [f"- not launched on any GPU (PyTorch path): {x}" for x in meta.get("not_launched", [])]
     (out / "kernels_aot.md").write_text(
         "\n".join(lines)
         + "\n\n## Per kernel, launch and target\n\n"

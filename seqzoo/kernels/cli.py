@@ -28,6 +28,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         progress=Path(args.out) / "kernels_aot.partial.jsonl",
     )
     meta = {"targets": args.targets, "dtypes": args.dtypes, "modes": args.modes, "configs": args.configs}
+    meta["not_launched"] = aot.not_launched(aot.preset_sizes())
     s = aot.write_outputs(rows, args.out, meta)
     print(json.dumps({k: v for k, v in s.items() if k != "launches_without_kept_config"}))
     for x in s["launches_without_kept_config"]:

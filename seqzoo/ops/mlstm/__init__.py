@@ -51,7 +51,8 @@ def triton_fits(q, k, v, chunk_size: int, state=None) -> bool:
     """Should the chunkwise mLSTM run the Triton kernel (``seqzoo.kernels.want_triton``: the kernels switch,
     the device, float32/float16/bfloat16 inputs, a power-of-two chunk >= 16, and head dims at which every kernel
     has an autotune config that fits this GPU without spilling at the chunk or a halving of it: ``triton.py:
-    kernel_tile``; e.g. head dim 1024 does not, and takes the PyTorch chunkwise path, logged once)."""
+    kernel_tile``; qk heads over 256 never do, ``qk_head_unfit``; e.g. head dim 1024, or 256 in training, takes the
+    PyTorch chunkwise path, logged once)."""
 
     def shape():
         from .triton import shape_unfit

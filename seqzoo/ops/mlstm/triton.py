@@ -658,6 +658,9 @@ def mlstm_triton(
     unfit = chunk_unfit(chunk)
     require(unfit is None, f"mlstm_triton: {unfit}")
     tile, _ = kernel_tile(q, k, v, chunk, state)
+    if compute_capability(q) is not None:  # on a GPU the autotuner would build every config before refusing
+        wide = qk_head_unfit(q.shape[-1])
+        require(wide is None, f"mlstm_triton: q: {wide}; use mode='chunkwise'")
     if tile is not None and tile < chunk:  # logged once: a kernel spills at the chunk length on this GPU
         note_kernel("mlstm", f"triton (tiles of {tile} tokens for chunk {chunk})", q.device)
     return _run(q, k, v, i, f, state, tile or chunk, eps, forget_gate, backward)
@@ -671,6 +674,26 @@ def _run(q, k, v, i, f, state, tile, eps, forget_gate, backward):
     return h, (C, n, m)
 
 
+# The kernels hold a whole qk head in registers: q, k tiles of (L, BK) and the state (BK, BV), BK = next_pow2(K).
+# At BK = 256 ptxas builds a config in 3-6 s; at BK = 512 (``seqzoo kernels check``, 228 builds before this limit:
+# docs/benchmarks.md) the h-writing forward and both backward kernels spilled in every config built, and one
+# build took ptxas 87 minutes on one core. The autotune hook builds every config on the
+# user's GPU before choosing, so wider heads are refused from their size, before anything is compiled.
+MAX_QK_TILE = 256
+
+
+def qk_head_unfit(K: int) -> str | None:
+    """Why the mLSTM kernels do not take a qk head dim ``K`` on any GPU (None when they may): its register tile
+    ``next_pow2(K)`` is wider than ``MAX_QK_TILE``. Decided from the size alone, before anything is compiled."""
+    if next_pow2(K) <= MAX_QK_TILE:
+        return None
+    return (
+        f"qk head dim K={K} needs a {next_pow2(K)}-wide register tile; the mLSTM kernels take K <= {MAX_QK_TILE} "
+        "(at a 512-wide tile the forward and backward spill in every config and one config can take ptxas over an "
+        "hour)"
+    )
+
+
 def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> tuple[int | None, str | None]:
     """The token tile the kernels run for chunks of ``chunk_size``, and why not the chunk itself.
 
@@ -679,11 +702,15 @@ def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> 
     launches (the forward, and the three backward kernels when q, k or v require grad) has no autotune config
     that fits without spilling at ``chunk_size`` (``kernels/prune.py: launch_unfit``; e.g. head dim 64, chunk 64
     on sm_80: the (L, L) score tiles spill), the kernels run the longest halving of it (>= 16) at which all of
-    them fit: ``(tile, None)``. ``(None, why)`` when none does (e.g. head dim 1024). Off CUDA without ``cc``
-    (compute capability; default q's device) the interpreter has no such limits: ``(chunk_size, None)``."""
+    them fit: ``(tile, None)``. ``(None, why)`` when none does (e.g. head dim 256 in training). Off CUDA without ``cc``
+    (compute capability; default q's device) the interpreter has no such limits: ``(chunk_size, None)``. A qk head
+    wider than ``MAX_QK_TILE`` is ``(None, why)`` on any GPU without compiling (``qk_head_unfit``)."""
     cc = compute_capability(q, cc)
     if cc is None:
         return chunk_size, None
+    wide = qk_head_unfit(q.shape[-1])
+    if wide is not None:
+        return None, wide
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     first = None
     for tile in chunk_halvings(chunk_size):
