@@ -64,6 +64,22 @@ def test_orchid_ar_rerun_trains_only_what_changed(tmp_path):
     assert json.loads((tmp_path / "results.json").read_text())[0]["valid_loss"] == rows3[0]["valid_loss"]
 
 
+def test_orchid_ar_schedule_and_beta2_reach_the_run(tmp_path):
+    """``schedule`` / ``beta2`` are part of a run's configuration (a new run, its own key) and reach TrainConfig;
+    bad values are refused before anything is written."""
+    _ar(tmp_path / "a")
+    _ar(tmp_path / "b", schedule="onecycle", beta2=0.999)
+    run_a = json.loads((tmp_path / "a" / "results.json").read_text())[0]["run"]
+    run_b = json.loads((tmp_path / "b" / "results.json").read_text())[0]["run"]
+    assert run_a != run_b
+    used = json.loads((tmp_path / "b" / "runs" / run_b / "train" / "train_config.json").read_text())
+    assert used["schedule"] == "onecycle" and used["betas"] == [0.9, 0.999]
+    for bad in (dict(schedule="linear"), dict(beta2=1.0)):
+        with pytest.raises(InputError):
+            _ar(tmp_path / "bad", **bad)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_orchid_ar_collect_only_reports_unfinished_runs(tmp_path):
     _ar(tmp_path, collect_only=True)
     (row,) = json.loads((tmp_path / "results.json").read_text())

@@ -174,6 +174,32 @@ def test_schedule_warms_up_then_decays_to_the_floor():
     assert all(a >= b for a, b in itertools.pairwise(f))
 
 
+@pytest.mark.parametrize(("steps", "warmup"), [(100, 10), (1000, 100), (7, 2), (50, 49)])
+def test_onecycle_follows_torchs_onecycle_lr(steps, warmup):
+    """The stateless one-cycle schedule equals ``torch.optim.lr_scheduler.OneCycleLR`` (rates of two groups with
+    their own base rates, and Adam's beta1) at every step, as ``set_lr`` (called by the training loop) sets them."""
+    from seqzoo.train.optim import set_lr
+
+    c = TrainConfig(steps=steps, warmup_steps=warmup, schedule="onecycle", lr=2e-3)
+    w = [torch.nn.Parameter(torch.zeros(1)) for _ in range(2)]
+    ref = torch.optim.AdamW([{"params": [w[0]]}, {"params": [w[1]]}], lr=2e-3, betas=(0.9, 0.999))
+    sched = torch.optim.lr_scheduler.OneCycleLR(ref, max_lr=[2e-3, 1e-3], total_steps=steps, pct_start=warmup / steps)
+    ours = torch.optim.AdamW(
+        [{"params": [w[0]], "base_lr": 2e-3}, {"params": [w[1]], "base_lr": 1e-3}], lr=2e-3, betas=(0.9, 0.999)
+    )
+    for step in range(steps):
+        set_lr(ours, step, c)
+        for g_ref, g in zip(ref.param_groups, ours.param_groups):
+            assert g["lr"] == pytest.approx(g_ref["lr"], rel=1e-9, abs=1e-15), step
+            assert g["betas"] == pytest.approx(g_ref["betas"], rel=1e-12), step
+        ref.step()
+        sched.step() if step < steps - 1 else None  # OneCycleLR refuses a step past total_steps
+    with pytest.raises(ValueError, match="schedule"):
+        TrainConfig(schedule="linear")
+    with pytest.raises(ValueError, match="warmup_steps"):
+        TrainConfig(steps=10, warmup_steps=0, schedule="onecycle")
+
+
 def test_bad_train_config_is_rejected():
     with pytest.raises(ValueError, match="steps"):
         TrainConfig(steps=0)

@@ -164,6 +164,8 @@ def orchid_ar(
     pos_lr: float = 1e-5,
     filter_wd: float = 0.0,
     param_groups: bool = True,
+    schedule: str = "cosine",
+    beta2: float = 0.95,
     procs: int = 1,
     collect_only: bool = False,
 ) -> dict[str, Any]:
@@ -171,10 +173,18 @@ def orchid_ar(
     more than 6,000 to leave the frequency-counting plateau, docs/orchid.md). Orchid and the static long conv
     train their implicit filters by Hyena's rule (``filter_optim``; defaults of Hyena's ``HyenaFilter``,
     arXiv:2302.10866: filter lr 1e-3, wd 0, positional features 1e-5); attention has no implicit filter and keeps one group.
+    ``schedule``: "cosine" (10 % linear warm-up, cosine to 0) or "onecycle" (PyTorch's OneCycleLR with a 10 %
+    rise, beta1 cycled 0.95-0.85: ``TrainConfig.schedule``); ``beta2``: AdamW's second-moment decay (PyTorch's
+    default is 0.999, this project's 0.95).
     ``collect_only=True`` trains nothing: it tabulates the finished runs and the curves of unfinished ones."""
     from ..tasks import build_task
+    from ..train.config import SCHEDULES
 
     collect_only = as_bool(collect_only, "collect_only")  # before anything is written
+    schedule = choose([str(schedule)], SCHEDULES, "schedule")[0]
+    beta2 = float(beta2)
+    if not 0.0 < beta2 < 1.0:
+        raise InputError(f"beta2 must be in (0, 1), got {beta2}")
     options = dict(
         vocab_sizes=as_ints(vocab_sizes),
         lengths=as_ints(lengths),
@@ -188,11 +198,14 @@ def orchid_ar(
         d_model=int(d_model),
         n_layers=int(n_layers),
         filter_optim=filter_optim(filter_lr, pos_lr, filter_wd, param_groups),
+        schedule=schedule,
+        beta2=beta2,
     )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-ar", **options}, indent=2) + "\n")
-    train = _train_settings(steps, batch_size, lr, eval_every, eval_samples, weight_decay=0.1)
+    train = _train_settings(steps, batch_size, lr, eval_every, eval_samples, weight_decay=0.1, schedule=schedule)
+    train["betas"] = [0.9, beta2]
     filters = {m: options["filter_optim"] if m in ("orchid", "long_conv") else {} for m in MIXERS}
     cells = [
         (V, T, s, m)

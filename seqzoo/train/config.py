@@ -9,6 +9,8 @@ from typing import Any
 from ..errors import InputError
 from ..models.config import strict_from_dict
 
+SCHEDULES = ("cosine", "onecycle")
+
 
 @dataclass
 class TrainConfig:
@@ -18,6 +20,10 @@ class TrainConfig:
     lr: float = 1e-3
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
     warmup_steps: int = 50
+    # "cosine": linear warm-up over warmup_steps, then cosine to lr * min_lr_ratio. "onecycle": PyTorch's OneCycleLR
+    # (Smith & Topin, arXiv:1708.07120) with its defaults: cosine from lr/25 up to lr over warmup_steps, cosine down
+    # to lr/25e4, and beta1 cycled 0.95 -> 0.85 -> 0.95 against the rate (min_lr_ratio and betas[0] unused)
+    schedule: str = "cosine"
     weight_decay: float = 0.1
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
@@ -52,6 +58,13 @@ class TrainConfig:
             raise InputError(f"TrainConfig.lr must be > 0, got {self.lr}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise InputError(f"TrainConfig.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"TrainConfig.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.schedule == "onecycle" and not 0 < self.warmup_steps < self.steps:
+            raise InputError(
+                f"TrainConfig.warmup_steps must be in (0, steps={self.steps}) with schedule='onecycle' (its rising "
+                f"phase), got {self.warmup_steps}"
+            )
         if self.precision not in ("auto", "fp32", "bf16"):
             raise InputError(f"TrainConfig.precision must be 'auto', 'fp32' or 'bf16', got {self.precision!r}")
         if self.distributed not in ("auto", "none", "ddp", "fsdp"):

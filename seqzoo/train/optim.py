@@ -1,4 +1,4 @@
-"""AdamW with parameter groups and the warmup + cosine learning-rate schedule.
+"""AdamW with parameter groups and the learning-rate schedules (warm-up + cosine, or one-cycle).
 
 Default grouping: weight decay on matrices (dim >= 2) except embeddings; none on biases, norm gains and
 vectors. Mixers declare per-parameter hints through ``Mixer.optim_overrides()`` (absolute ``lr``,
@@ -68,8 +68,38 @@ def lr_factor(step: int, cfg: TrainConfig) -> float:
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+# PyTorch OneCycleLR's defaults (torch.optim.lr_scheduler.OneCycleLR): start at max/div, end at start/final_div,
+# momentum (Adam's beta1) between base and max, against the rate
+ONECYCLE_DIV, ONECYCLE_FINAL_DIV, ONECYCLE_MOMENTUM = 25.0, 1e4, (0.85, 0.95)
+
+
+def _cos_anneal(start: float, end: float, pct: float) -> float:
+    return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+
+
+def onecycle(step: int, cfg: TrainConfig) -> tuple[float, float]:
+    """(rate multiplier, beta1) at optimiser step ``step`` of the one-cycle schedule: what
+    ``OneCycleLR(max_lr, total_steps=cfg.steps, pct_start=cfg.warmup_steps / cfg.steps)`` gives after ``step``
+    scheduler steps (stateless, so a resumed run continues it exactly; ``tests/test_train.py`` compares the two)."""
+    lo, hi = ONECYCLE_MOMENTUM
+    start = 1.0 / ONECYCLE_DIV
+    peak = float(cfg.warmup_steps) - 1  # OneCycleLR's end of the rising phase: pct_start * total_steps - 1
+    step = min(step, cfg.steps - 1)
+    if step <= peak:
+        pct = step / peak if peak > 0 else 1.0
+        return _cos_anneal(start, 1.0, pct), _cos_anneal(hi, lo, pct)
+    pct = (step - peak) / (cfg.steps - 1 - peak)
+    return _cos_anneal(1.0, start / ONECYCLE_FINAL_DIV, pct), _cos_anneal(lo, hi, pct)
+
+
 def set_lr(optimizer: torch.optim.Optimizer, step: int, cfg: TrainConfig) -> float:
-    f = lr_factor(step, cfg)
+    """Set every group's rate (and, one-cycle, Adam's beta1) for ``step``; returns the base group's rate."""
+    if cfg.schedule == "onecycle":
+        f, beta1 = onecycle(step, cfg)
+        for g in optimizer.param_groups:
+            g["betas"] = (beta1, g["betas"][1])
+    else:
+        f = lr_factor(step, cfg)
     for g in optimizer.param_groups:
         g["lr"] = g["base_lr"] * f
     return cfg.lr * f
