@@ -18,6 +18,7 @@ from seqzoo.bench.models import (
     decode_flatness,
     family_config,
     format_model_table,
+    merge_decode_rounds,
     run_model_bench,
 )
 from seqzoo.cli import main
@@ -153,6 +154,35 @@ def test_decode_flatness():
     h = flat["hawk"]
     assert h["lengths"] == [1024, 2048, 4096, 8192] and (h["ms_first"], h["ms_last"]) == (1.0, 1.05)
     assert h["max_over_min"] == pytest.approx(1.1 / 0.9)
+
+
+def test_decode_rounds_keep_each_points_minimum_and_its_rounds():
+    """Rounds are interleaved (every family at every L, then again) and each point keeps the least of its rounds'
+    medians, with the rounds in order; training rows and errors pass through."""
+    rows = [{"bench": "train", "family": "hawk", "T": 16, "tokens_per_s": 5.0}]
+    for ms in ((1.2, 3.0), (1.0, None), (1.1, 2.5)):
+        for (fam, T), v in zip((("hawk", 1024), ("hawk", 2048)), ms):
+            rows.append({"bench": "decode", "family": fam, "T": T, **({"ms_per_token": v} if v else {"error": "x"})})
+    rows.append({"bench": "decode", "family": "griffin", "T": 1024, "error": "timeout"})
+    out = merge_decode_rounds(rows)
+    assert [(r["bench"], r["family"], r["T"]) for r in out] == [
+        ("train", "hawk", 16),
+        ("decode", "hawk", 1024),
+        ("decode", "hawk", 2048),
+        ("decode", "griffin", 1024),
+    ]
+    assert out[1]["ms_per_token"] == 1.0 and out[1]["ms_per_token_rounds"] == [1.2, 1.0, 1.1]
+    assert out[2]["ms_per_token"] == 2.5 and out[2]["ms_per_token_rounds"] == [3.0, None, 2.5]
+    assert out[3] == rows[-1]  # one round: unchanged
+    run = run_model_bench(
+        families="hawk", lengths=[16, 32], train=False, decode_steps=1, decode_rounds=2, isolate=False, shape=TINY,
+        progress=False,
+    )  # fmt: skip
+    assert sorted((r["family"], r["T"]) for r in run) == sorted((f, T) for f in (BASELINE, "hawk") for T in (16, 32))
+    for r in run:
+        assert len(r["ms_per_token_rounds"]) == 2 and r["ms_per_token"] == min(r["ms_per_token_rounds"])
+    with pytest.raises(ValueError, match="decode_rounds"):
+        run_model_bench(families="hawk", train=False, decode_rounds=0, isolate=False, shape=TINY, progress=False)
 
 
 def test_10m_configs_are_10m_parameters():

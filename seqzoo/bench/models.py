@@ -17,7 +17,10 @@ every context length T, one point is a few **training steps** of the trainer (``
 
 A second set of points measures **decoding** after a context of L tokens with ``bench/decode.py``
 (``decode_point``): median ms per decoded token (batch 1) and the bytes of the carried state; per family the
-flatness of ms/token over L (max ÷ min: ``decode_flatness``).
+flatness of ms/token over L (max ÷ min: ``decode_flatness``). With ``decode_rounds`` > 1 every decode point is
+measured that many times, the rounds interleaved (every family at every L, then again), and the point reports the
+minimum of its rounds' medians with the rounds beside it (``ms_per_token_rounds``): a recurrent model's step does
+the same work at every L, so drift of the machine over the sweep would otherwise read as a slope in L.
 
 Every figure is also given as ``<field>_ratio`` to the transformer at the same T, measured in the same run.
 On CPU each point runs in a fresh process (``python -m seqzoo.bench.models --point '<json>'``, 1 torch thread) so
@@ -411,6 +414,7 @@ def run_model_bench(
     warmup: int | None = None,
     decode_lengths: Iterable[int] | str | None = None,
     decode_steps: int | None = None,
+    decode_rounds: int = 1,
     train: bool = True,
     decode: bool = True,
     threads: int | None = 1,
@@ -459,6 +463,7 @@ def run_model_bench(
         ("steps", steps, 1),
         ("warmup", warmup, 0),
         ("decode_steps", decode_steps, 1),
+        ("decode_rounds", decode_rounds, 1),
     ):
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise InputError(f"{name}: must be an int >= {lo}, got {v!r}")
@@ -495,25 +500,27 @@ def run_model_bench(
                     }
                 )
     if decode:
-        for T in Ls:
-            for f in fams:
-                todo.append(
-                    {
-                        "bench": "decode",
-                        "family": f,
-                        "config": configs[f].to_dict(),
-                        "T": T,
-                        "steps": decode_steps,
-                        "device": device,
-                        "threads": threads,
-                        "seed": seed,
-                    }
-                )
+        for rnd in range(decode_rounds):  # interleaved: every (L, family) once per round
+            for T in Ls:
+                for f in fams:
+                    todo.append(
+                        {
+                            "bench": "decode",
+                            "family": f,
+                            "config": configs[f].to_dict(),
+                            "T": T,
+                            "steps": decode_steps,
+                            "device": device,
+                            "threads": threads,
+                            "seed": seed,
+                            "round": rnd,
+                        }
+                    )
     rows: list[dict[str, Any]] = []
     bar = tqdm(todo, desc=f"models ({size}, {device})", disable=not progress)
     for spec in bar:
         bar.set_postfix_str(f"{spec['bench']} {spec['family']} T={spec['T']}")
-        point = {k: v for k, v in spec.items() if k != "family"}
+        point = {k: v for k, v in spec.items() if k not in ("family", "round")}
         res = _measure(point, isolate, timeout)
         row = {"bench": spec["bench"], "family": spec["family"], "T": spec["T"], "params": params[spec["family"]]}
         if spec["bench"] == "train":
@@ -523,6 +530,7 @@ def run_model_bench(
         res.pop("params", None)
         row.update(res)
         rows.append(row)
+    rows = merge_decode_rounds(rows)
     add_ratios(rows)
     flatness = decode_flatness(rows)
     if out_dir is not None:
@@ -538,6 +546,7 @@ def run_model_bench(
             "steps": steps,
             "warmup": warmup,
             "decode_steps": decode_steps,
+            "decode_rounds": decode_rounds,
             "decode_batch": 1,
             "threads": threads,
             "isolated_points": isolate,
@@ -606,6 +615,30 @@ def environment(threads: int | None) -> dict[str, Any]:
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name()
     return env
+
+
+def merge_decode_rounds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One decode row per (family, T): the minimum over its rounds of ``ms_per_token`` (each a median over the
+    decoded tokens) and the rounds in order (``ms_per_token_rounds``); an errored round is left out, a point whose
+    every round errored keeps the first error. Training rows pass through; a single round is unchanged."""
+    out: list[dict[str, Any]] = []
+    decode: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["bench"] != "decode":
+            out.append(r)
+        elif (r["family"], r["T"]) not in decode:
+            decode[(r["family"], r["T"])] = [r]
+            out.append(r)  # holds the point's place in the table
+        else:
+            decode[(r["family"], r["T"])].append(r)
+    for rounds in decode.values():
+        if len(rounds) == 1:
+            continue
+        ok = [r for r in rounds if r.get("ms_per_token") is not None]
+        merged = dict(min(ok, key=lambda r: r["ms_per_token"]) if ok else rounds[0])
+        merged["ms_per_token_rounds"] = [r.get("ms_per_token") for r in rounds]
+        out[out.index(rounds[0])] = merged
+    return out
 
 
 def add_ratios(rows: list[dict[str, Any]], baseline: str = BASELINE) -> None:
@@ -768,6 +801,13 @@ def add_arguments(p: argparse.ArgumentParser, lengths_help: str = "") -> None:
         f"(default {DEFAULTS['small']['decode_steps']} small, {DEFAULTS['125m']['decode_steps']} 125m)",
     )
     p.add_argument(
+        "--decode-rounds",
+        type=int,
+        default=1,
+        help="measure every decode point this many times, interleaved over lengths and families; each point "
+        "reports the minimum of its rounds' medians (default 1)",
+    )
+    p.add_argument(
         "--compile",
         action="store_true",
         help="training points run their forward through torch.compile (every family, the baseline too; "
@@ -791,6 +831,7 @@ def run_from_args(a: argparse.Namespace, train: bool = True, decode: bool = True
         warmup=a.warmup,
         decode_lengths=a.decode_lengths,
         decode_steps=a.decode_steps,
+        decode_rounds=a.decode_rounds,
         train=train,
         decode=decode,
         threads=a.threads,
