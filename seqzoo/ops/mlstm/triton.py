@@ -677,8 +677,8 @@ def _run(q, k, v, i, f, state, tile, eps, forget_gate, backward):
 # The kernels hold a whole qk head in registers: q, k tiles of (L, BK) and the state (BK, BV), BK = next_pow2(K).
 # At BK = 256 ptxas builds a config in 3-6 s; at BK = 512 (``seqzoo kernels check``, 228 builds before this limit:
 # docs/benchmarks.md) the h-writing forward and both backward kernels spilled in every config built, and one
-# build took ptxas 87 minutes on one core. The autotune hook builds every config on the
-# user's GPU before choosing, so wider heads are refused from their size, before anything is compiled.
+# build took ptxas 87 minutes on one core. The autotune hook builds every config on the user's GPU before choosing,
+# so wider heads are refused from their size, before anything is compiled.
 MAX_QK_TILE = 256
 
 
