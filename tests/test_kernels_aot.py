@@ -258,6 +258,17 @@ def test_aot_full_check(tmp_path):
     assert s["errors"] == 0 and s["kept_with_spills"] == 0 and s["i32_offsets"] == 0
 
 
+def test_compile_scratch_is_removed(tmp_path, monkeypatch):
+    """The workers' cubin scratch folder is temporary: nothing is left behind after the compiles."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    launches = aot.capture(aot.scenarios({"conv": [(128, 4)]}, ["float32"], ["state"]))
+    rows = aot.compile_jobs(aot.jobs(launches, ["sm_90"], "first"), workers=1)
+    assert rows and rows[0]["status"] == "ok"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_help():
     from seqzoo.cli import make_parser
 

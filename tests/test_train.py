@@ -244,6 +244,21 @@ def test_a_run_folder_from_before_the_compile_option_resumes(tmp_path):
     assert res["step"] == 6 and len(train_losses(tmp_path / "metrics.jsonl")) == 6
 
 
+def test_a_run_folder_from_before_the_schedule_option_resumes_only_with_the_default(tmp_path):
+    """A train_config.json without ``schedule`` (written before it existed) was a cosine run: it resumes with the
+    default, and a resume that asks for another schedule is refused as another run."""
+    task = build_task("mqar", **TASK)
+    train(small_model(), task, cfg(tmp_path, steps=4))
+    path = tmp_path / "train_config.json"
+    saved = json.loads(path.read_text())
+    del saved["schedule"]
+    path.write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=r"train_config.schedule: 'cosine' -> 'onecycle'"):
+        train(small_model(), task, cfg(tmp_path, steps=6, schedule="onecycle", warmup_steps=2))
+    res = train(small_model(), task, cfg(tmp_path, steps=6))
+    assert res["step"] == 6 and len(train_losses(tmp_path / "metrics.jsonl")) == 6
+
+
 def _torchrun_args(out: Path, distributed: str, nproc: int) -> list[str]:
     cmd = _cli(out, 12)
     cmd[cmd.index("--ckpt-every") + 1] = "0"

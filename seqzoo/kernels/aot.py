@@ -366,11 +366,15 @@ def compile_jobs(
 ):
     """Compile ``todo`` in ``workers`` subprocesses (no interpreter); rows per worker in job order. Each worker's
     output is read as it comes (a full pipe would stall a worker); ``progress``: a JSON-lines file that gets each
-    row as soon as it is compiled (a long run that is stopped keeps what it finished)."""
+    row as soon as it is compiled (a long run that is stopped keeps what it finished). ``workdir`` (the workers'
+    cubin scratch) defaults to a temporary folder removed afterwards."""
     import tempfile
+
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="seqzoo-aot-") as tmp:
+            return compile_jobs(todo, workers, cache_dir, tmp, progress)
     import threading
 
-    workdir = workdir or tempfile.mkdtemp(prefix="seqzoo-aot-")
     parts = [todo[i::workers] for i in range(max(1, workers))]
     procs = []
     for part in parts:

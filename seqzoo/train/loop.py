@@ -123,7 +123,10 @@ def _run_files(cfg, task, model) -> dict[str, Any]:
 
 
 def check_same_run(out: Path, run_files: dict[str, Any]) -> None:
-    """Refuse to resume a checkpoint written by another run (other model, task or training settings)."""
+    """Refuse to resume a checkpoint written by another run (other model, task or training settings). A training
+    setting that the folder's train_config.json lacks (written before the setting existed, e.g. ``schedule``)
+    counts as its default, which is what that run trained with."""
+    defaults = json.loads(json.dumps(TrainConfig().to_dict(), default=str))
     differences = []
     for name, new in run_files.items():
         path = out / name
@@ -131,6 +134,8 @@ def check_same_run(out: Path, run_files: dict[str, Any]) -> None:
             differences.append(f"{name}: missing in the run folder")
             continue
         old = json.loads(path.read_text())
+        if name == "train_config.json":
+            old = {**{k: v for k, v in defaults.items() if k in new}, **old}
         for key in sorted(set(old) | set(new)):
             if name == "train_config.json" and key in RESUMABLE_CHANGES:
                 continue
