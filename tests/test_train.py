@@ -231,15 +231,21 @@ def test_compiled_training_follows_the_eager_losses_and_saves_plain_weights(tmp_
     assert LanguageModel.from_pretrained(tmp_path / "compiled" / "model") is not None
 
 
+def _run_folder_without(out, setting: str):
+    """A 4-step run in ``out`` whose train_config.json then loses ``setting`` (as if written before it existed)."""
+    task = build_task("mqar", **TASK)
+    train(small_model(), task, cfg(out, steps=4))
+    path = out / "train_config.json"
+    saved = json.loads(path.read_text())
+    del saved[setting]
+    path.write_text(json.dumps(saved))
+    return task
+
+
 def test_a_run_folder_from_before_the_compile_option_resumes(tmp_path):
     """``compile`` is an execution setting: a folder whose train_config.json predates it (no such key) resumes, and
     a run may be resumed with compile switched (here: checked by the configuration check alone)."""
-    task = build_task("mqar", **TASK)
-    train(small_model(), task, cfg(tmp_path, steps=4))
-    path = tmp_path / "train_config.json"
-    saved = json.loads(path.read_text())
-    del saved["compile"]
-    path.write_text(json.dumps(saved))
+    task = _run_folder_without(tmp_path, "compile")
     res = train(small_model(), task, cfg(tmp_path, steps=6))
     assert res["step"] == 6 and len(train_losses(tmp_path / "metrics.jsonl")) == 6
 
@@ -247,12 +253,7 @@ def test_a_run_folder_from_before_the_compile_option_resumes(tmp_path):
 def test_a_run_folder_from_before_the_schedule_option_resumes_only_with_the_default(tmp_path):
     """A train_config.json without ``schedule`` (written before it existed) was a cosine run: it resumes with the
     default, and a resume that asks for another schedule is refused as another run."""
-    task = build_task("mqar", **TASK)
-    train(small_model(), task, cfg(tmp_path, steps=4))
-    path = tmp_path / "train_config.json"
-    saved = json.loads(path.read_text())
-    del saved["schedule"]
-    path.write_text(json.dumps(saved))
+    task = _run_folder_without(tmp_path, "schedule")
     with pytest.raises(ValueError, match=r"train_config.schedule: 'cosine' -> 'onecycle'"):
         train(small_model(), task, cfg(tmp_path, steps=6, schedule="onecycle", warmup_steps=2))
     res = train(small_model(), task, cfg(tmp_path, steps=6))

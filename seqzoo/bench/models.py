@@ -479,43 +479,23 @@ def run_model_bench(
     configs = {f: family_config(f, size, **(shape or {})) for f in fams}
     params = {f: count_params(c) for f, c in configs.items()}
 
+    config_dicts = {f: c.to_dict() for f, c in configs.items()}
+
+    def point(bench: str, f: str, T: int, **extra) -> dict[str, Any]:
+        base = {"bench": bench, "family": f, "config": config_dicts[f], "T": T}
+        return {**base, "device": device, "threads": threads, "seed": seed, **extra}
+
     todo: list[dict[str, Any]] = []
     if train:
         for T in Ts:
             B = max(1, tokens // T)
             for f in fams:
-                todo.append(
-                    {
-                        "bench": "train",
-                        "family": f,
-                        "config": configs[f].to_dict(),
-                        "T": T,
-                        "batch": B,
-                        "steps": steps,
-                        "warmup": warmup,
-                        "device": device,
-                        "threads": threads,
-                        "seed": seed,
-                        "compile": compile,
-                    }
-                )
+                todo.append(point("train", f, T, batch=B, steps=steps, warmup=warmup, compile=compile))
     if decode:
         for rnd in range(decode_rounds):  # interleaved: every (L, family) once per round
             for T in Ls:
                 for f in fams:
-                    todo.append(
-                        {
-                            "bench": "decode",
-                            "family": f,
-                            "config": configs[f].to_dict(),
-                            "T": T,
-                            "steps": decode_steps,
-                            "device": device,
-                            "threads": threads,
-                            "seed": seed,
-                            "round": rnd,
-                        }
-                    )
+                    todo.append(point("decode", f, T, steps=decode_steps, round=rnd))
     rows: list[dict[str, Any]] = []
     bar = tqdm(todo, desc=f"models ({size}, {device})", disable=not progress)
     for spec in bar:
@@ -622,22 +602,22 @@ def merge_decode_rounds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     decoded tokens) and the rounds in order (``ms_per_token_rounds``); an errored round is left out, a point whose
     every round errored keeps the first error. Training rows pass through; a single round is unchanged."""
     out: list[dict[str, Any]] = []
-    decode: dict[tuple, list[dict[str, Any]]] = {}
+    decode: dict[tuple, tuple[int, list[dict[str, Any]]]] = {}  # (family, T) -> (place in out, its rounds)
     for r in rows:
+        key = (r["family"], r["T"])
         if r["bench"] != "decode":
             out.append(r)
-        elif (r["family"], r["T"]) not in decode:
-            decode[(r["family"], r["T"])] = [r]
+        elif key not in decode:
+            decode[key] = (len(out), [r])
             out.append(r)  # holds the point's place in the table
         else:
-            decode[(r["family"], r["T"])].append(r)
-    for rounds in decode.values():
-        if len(rounds) == 1:
-            continue
-        ok = [r for r in rounds if r.get("ms_per_token") is not None]
-        merged = dict(min(ok, key=lambda r: r["ms_per_token"]) if ok else rounds[0])
-        merged["ms_per_token_rounds"] = [r.get("ms_per_token") for r in rounds]
-        out[out.index(rounds[0])] = merged
+            decode[key][1].append(r)
+    for place, rounds in decode.values():
+        if len(rounds) > 1:
+            ok = [r for r in rounds if r.get("ms_per_token") is not None]
+            merged = dict(min(ok, key=lambda r: r["ms_per_token"]) if ok else rounds[0])
+            merged["ms_per_token_rounds"] = [r.get("ms_per_token") for r in rounds]
+            out[place] = merged
     return out
 
 

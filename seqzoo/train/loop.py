@@ -97,7 +97,7 @@ class MetricsLog:
 
 
 # training settings that do not change what the weights become: a resumed run may differ in these. ``compile``
-# changes how the same step is computed (float-tolerance equal), and run folders written before it existed lack it.
+# changes how the same step is computed (float-tolerance equal).
 RESUMABLE_CHANGES = (
     "steps",
     "out_dir",
