@@ -32,18 +32,20 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
 
 @pytest.mark.parametrize("i", range(len(PYTHON)))
 def test_python_block_runs(i, tmp_path):
-    res = subprocess.run([sys.executable, "-c", PYTHON[i]], cwd=tmp_path, capture_output=True, text=True)
+    # the README writes to /tmp/...; each test gets its own folder instead, so nothing a previous run left there
+    # (an older run folder, a saved model) changes what the block does
+    code = PYTHON[i].replace('"/tmp/', f'"{tmp_path}/')
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
 
 
-def test_cli_examples_run_in_order():
+def test_cli_examples_run_in_order(tmp_path):
     if shared_dir() is None:
         pytest.skip("the README's text example reads $SEQZOO_DATA: the data folder of ../shared or $SEQZOO_SHARED")
-    # relative to the repository (the commands run there): "../shared/data" in the usual layout, so a run folder the
-    # text example left in /tmp is resumed by the same settings from any checkout
-    data = os.path.relpath(shared_dir() / "data", REPO)
+    data = str(shared_dir() / "data")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SEQZOO_DATA": data}
     for line in SEQZOO_LINES:
+        line = line.replace("/tmp/", f"{tmp_path}/")  # one fresh folder per test run (the commands share it in order)
         args = shlex.split(line.replace("$SEQZOO_DATA", env["SEQZOO_DATA"]))[1:]  # as a shell would expand it
         res = subprocess.run(
             [sys.executable, "-m", "seqzoo", *args, *(["--no-progress"] if args[0] in ("train", "bench") else [])],

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from ...errors import InputError
+from ..chunk_states import chunk_states
 from .common import frame_state, prepare, rotating_frame, unframe_state
 from .scores import decayed_scores, prefix_sums, suffix_sums
 
@@ -56,7 +57,6 @@ def frame_chunkwise(qh, kh, v, lam, Z0=None, chunk_size: int = 64):
     vb, lb = _to_blocks(v, N, C, P), _to_blocks(lam, N, C, P)  # (B, H, N, P, V), (B, H, N, P, K)
 
     A = decayed_scores(qb, kb, lb)  # (B, H, N, P, P)
-    y = A @ vb  # intra-chunk part
 
     b = prefix_sums(lb)  # (B, H, N, P, K) b_τ, summed inside the chunk
     b_end = b[..., -1:, :]  # the whole chunk's decay exponent
@@ -64,14 +64,10 @@ def frame_chunkwise(qh, kh, v, lam, Z0=None, chunk_size: int = 64):
     k_out = (kb * suffix_sums(lb).exp()[..., None, :]).flatten(-2)  # e^{G_σ}: writes the outgoing state
     U = k_out.transpose(-1, -2) @ vb  # (B, H, N, R·K, V)
     decay = b_end.to(vb.dtype).exp().expand(B, H, N, R, K).reshape(B, H, N, R * K, 1)
-    Z = Z0 if Z0 is not None else vb.new_zeros(B, H, R * K, V)
-    starts = []
-    # sequential state passing over the T/C chunks; unbind, not U[:, :, n]: the backward of N separate slices
-    # would zero-fill N full-size gradients (O(N²) memory traffic)
-    for decay_n, U_n in zip(decay.unbind(2), U.unbind(2)):
-        starts.append(Z)
-        Z = decay_n * Z + U_n
-    y = y + q_in @ torch.stack(starts, dim=2)  # inter-chunk part (B, H, N, P, V)
+    Z0 = Z0 if Z0 is not None else vb.new_zeros(B, H, R * K, V)
+    starts, Z = chunk_states(decay, U, Z0)  # sequential state passing over the T/C chunks (ops/chunk_states.py)
+    y = q_in @ starts  # inter-chunk part (B, H, N, P, V)
+    y.flatten(0, 2).baddbmm_(A.flatten(0, 2), vb.flatten(0, 2))  # + the intra-chunk part, in place (no sum tensor)
     return y[:, :, :, :C].reshape(B, H, N * C, V)[:, :, :T], Z
 
 

@@ -8,6 +8,8 @@ a_tau = sum_{l>tau} phi_l + i_tau (a suffix sum, never g - b_tau):
     intra-chunk:  D~ = F + i_sigma (stable F, see parallel.py);  M = max(b + m_{c-1}, max_sigma D~)
                   h = [e^{b+m_{c-1}-M} (s q)^T C_{c-1} + sum_sigma e^{D~-M} (s q.k_sigma) v_sigma] / (max(|den|, e^{-M}) + eps)
 
+The m_c come first (a loop over (B, H) scalars), the C_c from ``ops/chunk_states.py`` (one fused multiply-add per
+chunk, own backward); the normaliser scales S and the state weight before the output matmuls (README.md §3).
 T that is not a multiple of L: the whole chunks run first, then the tail runs as one shorter chunk from the
 carried state, which is exact (no padding). Autograd flows through the stabilisers (README.md).
 """
@@ -19,16 +21,18 @@ import torch.nn.functional as F
 from einops import rearrange
 
 from ...errors import InputError
+from ..chunk_states import chunk_states
 from .common import check_inputs, compute_dtype, log_forget, lower_bound, zero_state
 from .parallel import stable_forget_matrix
 
 
-def _chunks(qs, kk, vv, ig, phi, state, L: int, eps: float):
-    """Inputs already in the compute dtype, ``qs, kk (B, T, H, K)`` (q scaled), ``vv (B, T, H, V)``,
+def _chunks(qq, kk, vv, ig, phi, state, L: int, eps: float, scale: float):
+    """Inputs already in the compute dtype, ``qq, kk (B, T, H, K)`` (q not yet scaled: ``scale`` is applied to the
+    (L, L) scores and the per-row weights instead of a pass over q and its gradient), ``vv (B, T, H, V)``,
     ``ig, phi (B, T, H)``; T is a multiple of L."""
     # one contiguous copy each: every matmul below then takes a view, where the strided rearrange made each
     # matmul copy its operand again (q three times, k and v twice), and autograd kept every copy
-    q = rearrange(qs, "b (n l) h k -> b h n l k", l=L).contiguous()
+    q = rearrange(qq, "b (n l) h k -> b h n l k", l=L).contiguous()
     k = rearrange(kk, "b (n l) h k -> b h n l k", l=L).contiguous()
     v = rearrange(vv, "b (n l) h v -> b h n l v", l=L).contiguous()
     ig = rearrange(ig, "b (n l) h -> b h n l", l=L)
@@ -39,28 +43,24 @@ def _chunks(qs, kk, vv, ig, phi, state, L: int, eps: float):
     suffix = phi.flip(-1).cumsum(-1).flip(-1)  # sum_{l>=tau} phi_l
     a = F.pad(suffix[..., 1:], (0, 1)) + ig  # sum_{l>tau} phi_l + i_tau
     amax = a.max(-1).values  # (B, H, NC)
-    w = torch.exp(a - amax[..., None])  # (B, H, NC, L) <= 1
+
+    C0, n0, m0 = state
+    # the stabilisers first (a loop over (B, H) scalars, the same ops as the per-chunk recurrence), so that each
+    # chunk's write weights e^{a - m_c} and decay e^{g + m_{c-1} - m_c} are known before any matrix is touched
+    m, ms = m0, []
+    for gc, ac in zip(g.unbind(-1), amax.unbind(-1)):
+        m = torch.maximum(gc + m, ac)
+        ms.append(m)
+    m_after = torch.stack(ms, -1)  # (B, H, NC): m_c
+    m_prev = torch.cat([m0[..., None], m_after[..., :-1]], -1)  # m_{c-1}: stabiliser entering each chunk
+    w = torch.exp(a - m_after[..., None])  # (B, H, NC, L) <= 1
     wk = w[..., None] * k
     kv_c = wk.transpose(-1, -2) @ v  # (B, H, NC, K, V)
-    kn_c = (w[..., None, :] @ k).squeeze(-2)  # (B, H, NC, K); a matmul, as bench/flops.py counts it
-
-    C, n, m = state
-    qC, qn, ms = [], [], []
-    # unbind, not kv_c[:, :, c]: the backward of an index builds a zero tensor of the whole (B, H, NC, K, V) per
-    # chunk (NC of them: 20 % of an mLSTM layer's fwd+bwd on CPU), unbind's backward stacks the NC grads once.
-    # Each chunk's queries read the entering state here, so no stacked copy of the NC states is kept for backward.
-    steps = zip(q.unbind(2), g.unbind(2), amax.unbind(2), kv_c.unbind(2), kn_c.unbind(2))
-    for q_c, gc, ac, kvc, knc in steps:  # sequential inter-chunk recurrence: the only loop, T/L steps
-        qC.append(q_c @ C)  # (B, H, L, V)
-        qn.append((q_c @ n[..., None]).squeeze(-1))  # (B, H, L)
-        ms.append(m)
-        m_new = torch.maximum(gc + m, ac)
-        fC = torch.exp(gc + m - m_new)
-        fa = torch.exp(ac - m_new)
-        C = fC[..., None, None] * C + fa[..., None, None] * kvc
-        n = fC[..., None] * n + fa[..., None] * knc
-        m = m_new
-    m_prev = torch.stack(ms, 2)  # (B, H, NC): stabiliser entering each chunk
+    kn_c = (w[..., None, :] @ k).transpose(-1, -2)  # (B, H, NC, K, 1); a matmul, as bench/flops.py counts it
+    decay = torch.exp(g + m_prev - m_after)[..., None, None]  # (B, H, NC, 1, 1)
+    C_in, C = chunk_states(decay, kv_c, C0)  # (B, H, NC, K, V): the state each chunk's queries read
+    n_in, n = chunk_states(decay, kn_c, n0[..., None])
+    m = m_after[..., -1]
 
     Dt = stable_forget_matrix(phi) + ig[..., None, :]  # (B, H, NC, L, L)
     init = b + m_prev[..., None]  # (B, H, NC, L)
@@ -68,10 +68,14 @@ def _chunks(qs, kk, vv, ig, phi, state, L: int, eps: float):
     D = torch.exp(Dt - M[..., None])
     S = (q @ k.transpose(-1, -2)) * D  # (B, H, NC, L, L)
     w0 = torch.exp(init - M)
-    num = S @ v + w0[..., None] * torch.stack(qC, 2)  # (B, H, NC, L, V)
-    den = S.sum(-1) + w0 * torch.stack(qn, 2)
-    h = num / (torch.maximum(den.abs(), lower_bound(M)) + eps)[..., None]
-    return rearrange(h, "b h n l v -> b (n l) h v"), (C, n, m)
+    den = scale * (S.sum(-1) + w0 * (q @ n_in).squeeze(-1))  # the scale s of s q, applied to the row sums
+    # normalise S and the state weight before the matmuls: the division then touches (L, L) and (L, K) tensors,
+    # not the (L, V) output, and the intra- and inter-chunk terms sum inside one baddbmm
+    r = scale / (torch.maximum(den.abs(), lower_bound(M)) + eps)  # (B, H, NC, L): s / normaliser
+    qC = (q * (w0 * r)[..., None]) @ C_in  # (B, H, NC, L, V)
+    Sr = S * r[..., None]
+    h = qC.flatten(0, 2).baddbmm_(Sr.flatten(0, 2), v.flatten(0, 2)).view(qC.shape)  # in place: bmm keeps no output
+    return rearrange(h, "b h n l v -> b (n l) h v"), (C, n.squeeze(-1), m)
 
 
 def mlstm_chunkwise(q, k, v, i, f, state=None, chunk_size: int = 64, eps: float = 1e-6, forget_gate: str = "sigmoid"):
@@ -81,17 +85,19 @@ def mlstm_chunkwise(q, k, v, i, f, state=None, chunk_size: int = 64, eps: float 
         raise InputError(f"mlstm: chunk_size must be a positive int, got {chunk_size!r}")
     ct = compute_dtype(q.dtype)
     st = zero_state(B, H, K, V, ct, q.device) if state is None else tuple(s.to(ct) for s in state)
-    qs = q.to(ct) * K**-0.5
+    qq = q.to(ct)
     kk, vv, ig = k.to(ct), v.to(ct), i.to(ct)
     phi = log_forget(f.to(ct), forget_gate)
     L = min(chunk_size, T)
     T_main = (T // L) * L
     outs = []
-    h, st = _chunks(qs[:, :T_main], kk[:, :T_main], vv[:, :T_main], ig[:, :T_main], phi[:, :T_main], st, L, eps)
+    s = K**-0.5
+    h, st = _chunks(qq[:, :T_main], kk[:, :T_main], vv[:, :T_main], ig[:, :T_main], phi[:, :T_main], st, L, eps, s)
     outs.append(h)
     if T_main < T:  # the tail: one shorter chunk from the carried state
         tail = T - T_main
-        h, st = _chunks(qs[:, T_main:], kk[:, T_main:], vv[:, T_main:], ig[:, T_main:], phi[:, T_main:], st, tail, eps)
+        args = (qq[:, T_main:], kk[:, T_main:], vv[:, T_main:], ig[:, T_main:], phi[:, T_main:])
+        h, st = _chunks(*args, st, tail, eps, s)
         outs.append(h)
     h = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
     return h.to(v.dtype), st
