@@ -126,6 +126,10 @@ def run_sweep(
             for (i, _), rec in zip(jobs, pool.imap(_execute, [j for _, j in jobs])):
                 records[i] = rec
                 log(f"[sweep] {_label(rec)}: {rec['status']}")
+            # let the workers exit on their own: the with-block's terminate() kills them before their finalisers
+            # run, and a semaphore a run had made (an Orchid sweep's did) was reported as leaked at exit
+            pool.close()
+            pool.join()
     else:
         for i, job in jobs:
             records[i] = _execute(job)
