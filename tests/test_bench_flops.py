@@ -33,7 +33,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 import seqzoo.mixers.mlstm as mlstm
 import seqzoo.ops.causal_conv.torch_conv as torch_conv
@@ -46,15 +46,8 @@ from seqzoo.models.config import ModelConfig
 from seqzoo.models.lm import LanguageModel
 
 TINY = {"d_model": 32, "n_layers": 3, "window": 16}
-
-
-def _baddbmm_flops(input_shape, a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
-    """``a (b, n, k) @ b (b, k, m)``: 2·b·n·k·m, as the counter's own formula for the out-of-place ``baddbmm``."""
-    batch, n, k = a_shape
-    return 2 * batch * n * k * b_shape[-1]
-
-
-COUNT_ALSO = {torch.ops.aten.baddbmm_: _baddbmm_flops}
+# the counter's own baddbmm formula, unwrapped (FlopCounterMode wraps custom mappings itself)
+COUNT_ALSO = {torch.ops.aten.baddbmm_: flop_registry[torch.ops.aten.baddbmm].__wrapped__}
 
 
 def _conv_as_conv1d(xs, weight, bias):

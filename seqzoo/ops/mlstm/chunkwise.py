@@ -91,13 +91,11 @@ def mlstm_chunkwise(q, k, v, i, f, state=None, chunk_size: int = 64, eps: float 
     L = min(chunk_size, T)
     T_main = (T // L) * L
     outs = []
-    s = K**-0.5
-    h, st = _chunks(qq[:, :T_main], kk[:, :T_main], vv[:, :T_main], ig[:, :T_main], phi[:, :T_main], st, L, eps, s)
+    inputs, s = (qq, kk, vv, ig, phi), K**-0.5
+    h, st = _chunks(*(t[:, :T_main] for t in inputs), st, L, eps, s)
     outs.append(h)
     if T_main < T:  # the tail: one shorter chunk from the carried state
-        tail = T - T_main
-        args = (qq[:, T_main:], kk[:, T_main:], vv[:, T_main:], ig[:, T_main:], phi[:, T_main:])
-        h, st = _chunks(*args, st, tail, eps, s)
+        h, st = _chunks(*(t[:, T_main:] for t in inputs), st, T - T_main, eps, s)
         outs.append(h)
     h = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
     return h.to(v.dtype), st
