@@ -61,6 +61,7 @@ class _Kernel:
 
 
 def test_prune_hook_fabricated(monkeypatch):
+    monkeypatch.delenv("SEQZOO_AUTOTUNE", raising=False)  # every kept config (gpu_check.sh sets "first")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (8, 0))
     hook = prune.ResourcePrune()
     hook.kernel = _Kernel({16: (96, 0, 20_000), 32: (255, 128, 40_000), 64: (128, 0, 170_000), 128: None})
@@ -75,6 +76,26 @@ def test_prune_hook_fabricated(monkeypatch):
         hook(cfgs, {"x": torch.zeros(2)}, L=64)
     hook.kernel = _Kernel({16: (255, 8, 1000), 32: (255, 16, 1000), 64: None, 128: None})  # fits, but spills
     with pytest.raises(RuntimeError, match="no autotune config can run on sm_90.*spills registers"):
+        hook(cfgs, {"x": torch.zeros(2)}, L=64)
+
+
+def test_autotune_first_keeps_the_first_fitting_config_and_compiles_nothing_after_it(monkeypatch):
+    monkeypatch.delenv("SEQZOO_AUTOTUNE", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (9, 0))
+    table = {16: (255, 128, 40_000), 32: (96, 0, 20_000), 64: (128, 0, 170_000), 128: None}  # 16 spills
+    cfgs = [triton.Config({"BV": bv}, num_warps=4) for bv in (16, 32, 64, 128)]
+    hook = prune.ResourcePrune()
+    hook.kernel = _Kernel(table)
+    assert [c.kwargs["BV"] for c in hook(cfgs, {"x": torch.zeros(2)}, L=64)] == [32, 64]  # default: all
+    monkeypatch.setenv("SEQZOO_AUTOTUNE", "first")
+    hook.kernel = _Kernel(table)
+    assert [c.kwargs["BV"] for c in hook(cfgs, {"x": torch.zeros(2)}, L=64)] == [32]
+    assert [c["BV"] for c in hook.kernel.calls] == [16, 32]  # the spilling 16, then 32: nothing compiled after
+    hook.kernel = _Kernel({16: (255, 8, 1000), 32: None, 64: None, 128: None})  # none kept: same error as "all"
+    with pytest.raises(RuntimeError, match="spills registers"):
+        hook(cfgs, {"x": torch.zeros(2)}, L=64)
+    monkeypatch.setenv("SEQZOO_AUTOTUNE", "fastest")
+    with pytest.raises(ValueError, match="SEQZOO_AUTOTUNE must be one of"):
         hook(cfgs, {"x": torch.zeros(2)}, L=64)
 
 

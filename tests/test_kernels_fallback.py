@@ -310,6 +310,7 @@ def test_hook_compiles_each_config_from_the_autotuners_own_call(monkeypatch):
             return Compiled()
 
     kernel = Kernel()
+    monkeypatch.delenv("SEQZOO_AUTOTUNE", raising=False)  # every config (gpu_check.sh sets "first")
     monkeypatch.setattr(tuned.early_config_prune, "kernel", kernel)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: (9, 0))
     tuned.nargs = {name: torch.zeros(1) for name in tuned.arg_names}

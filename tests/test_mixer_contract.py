@@ -145,3 +145,26 @@ def test_float32_runs_and_matches_float64(name):
     y32, _ = m32(x.float())
     assert y32.dtype == torch.float32
     assert_close(y32.double(), y64, 1e-3)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_mode_trains_under_bf16_autocast(name):
+    """Mixed precision as training uses it (``--precision bf16``; ``auto`` on a CUDA GPU): float32 weights, the
+    matmuls autocast to bf16. Every mode runs forward and backward without a dtype error, returns the input's dtype,
+    and stays near the float32 result; every gradient is finite. (The mLSTM's q/k/v map and its chunk-state op
+    failed here with float32 / bf16 operands, first seen in ``seqzoo train --device cuda``.)"""
+    m = make(name).float().train()
+    x = inputs(m).float()
+    for mode in m.modes:
+        ref, _ = m(x, mode=mode)
+        m.zero_grad()
+        xg = x.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y, _ = m(xg, mode=mode)
+        assert y.dtype in (torch.float32, torch.bfloat16), (mode, y.dtype)
+        assert_close(y.float().double(), ref.detach().double(), 5e-2)
+        y.float().square().mean().backward()
+        assert torch.isfinite(xg.grad).all(), mode
+        for pname, p in m.named_parameters():
+            if p.requires_grad and p.grad is not None:
+                assert torch.isfinite(p.grad).all(), f"{mode}: non-finite gradient in {pname}"

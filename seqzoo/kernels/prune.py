@@ -15,15 +15,35 @@ op takes its PyTorch path when one kernel has no kept config (``seqzoo.kernels.w
 ``autotune(configs, key)`` replaces ``triton.autotune`` in ``ops/<op>/triton.py``: the hook it installs compiles
 each config for the current device (``JITFunction.warmup``: the same compile the autotuner would do next, kept in
 triton's cache) and reads the resources from the compiled kernel. Nothing here imports triton at module import.
+
+``SEQZOO_AUTOTUNE=first`` (environment, read at each hook call; default ``all``) keeps only the first config that
+passes the rule, so nothing else is compiled or benchmarked: a correctness run on a GPU (``tools/gpu_check.sh``'s
+test phases) then spends its minutes on tests, not on tuning (one test took up to 186 s of autotuning on an H200).
+Speed measurements keep ``all``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 log = logging.getLogger("seqzoo.kernels")
+
+AUTOTUNE_ENV = "SEQZOO_AUTOTUNE"
+AUTOTUNE_MODES = ("all", "first")
+
+
+def autotune_mode() -> str:
+    """``all`` (tune over every kept config) or ``first`` (the first kept config alone), from ``SEQZOO_AUTOTUNE``."""
+    mode = os.environ.get(AUTOTUNE_ENV, "") or "all"
+    if mode not in AUTOTUNE_MODES:
+        from ..errors import InputError
+
+        raise InputError(f"{AUTOTUNE_ENV} must be one of {AUTOTUNE_MODES}, got {mode!r}")
+    return mode
+
 
 # Largest shared memory one thread block may opt into, bytes (CUDA C Programming Guide, "Technical Specifications
 # per Compute Capability": 163 KB on 8.0, 99 KB on 8.6/8.9, 227 KB on 9.0 and 10.0)
@@ -135,8 +155,14 @@ class ResourcePrune:
             log.info("seqzoo.kernels: %s drops %d config(s) known to fail on sm_%d", name, sum(faulty), cc)
         configs = [c for c, f in zip(configs, faulty) if not f]
         limit = smem_limit(cc)
-        usages = [self.usage(c, nargs, kwargs) for c in configs]
-        kept = [c for c, k in zip(configs, keep_mask(usages, limit)) if k]
+        first = autotune_mode() == "first"
+        usages, kept = [], []
+        for c in configs:  # compiled one at a time: with "first" nothing after the first kept config is compiled
+            usages.append(self.usage(c, nargs, kwargs))
+            if keep_mask(usages[-1:], limit)[0]:
+                kept.append(c)
+                if first:
+                    break
         return kept, None if kept else why_none_kept(usages, limit)
 
     def __call__(self, configs, nargs: dict, **kwargs):
@@ -192,6 +218,7 @@ def autotune(configs: list, key: list[str]):
 
 
 __all__ = [
+    "AUTOTUNE_ENV",
     "KNOWN_FAULTS",
     "SMEM_LIMIT",
     "KnownFault",

@@ -90,6 +90,13 @@ def _headwise_bmm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return y.transpose(0, 1).reshape(*x.shape[:-1], nb * bs_out)  # y was (nb/G, N, G·bs_out)
 
 
+def _matmul_dtype(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
+    """The dtype ``bmm`` would compute the map in: autocast's where it is on for x's device, else the inputs'."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.get_autocast_dtype(x.device.type)
+    return torch.promote_types(x.dtype, weight.dtype)
+
+
 class _Headwise(torch.autograd.Function):
     """Saves ``x`` itself (which the layer keeps anyway) instead of the block-major copy that ``bmm`` would save:
     6 of an mLSTM layer's ~58 MB of training activations at T = 1024 (3 maps); backward redoes the transpose. The
@@ -99,11 +106,16 @@ class _Headwise(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight):
         ctx.save_for_backward(x, weight)
-        return _headwise_bmm(x, weight)
+        ctx.dtype = _matmul_dtype(x, weight)
+        with torch.autocast(x.device.type, enabled=False):
+            return _headwise_bmm(x.to(ctx.dtype), weight.to(ctx.dtype))
 
     @staticmethod
     def backward(ctx, gy):
-        x, weight = ctx.saved_tensors
+        x_in, w_in = ctx.saved_tensors
+        # the backward runs outside autocast: its matmuls take the forward's dtype explicitly, and the gradients
+        # return in the inputs' own dtypes
+        x, weight, gy = x_in.to(ctx.dtype), w_in.to(ctx.dtype), gy.to(ctx.dtype)
         nb, bs_out, bs_in = weight.shape
         G = _group_for(x, nb, bs_in)
         gyt = gy.reshape(-1, nb // G, G * bs_out).transpose(0, 1)  # (nb/G, N, G·bs_out)
@@ -113,8 +125,8 @@ class _Headwise(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             full = torch.bmm(gyt.transpose(1, 2), x.reshape(-1, nb // G, G * bs_in).transpose(0, 1))
             blocks = full.view(nb // G, G, bs_out, G, bs_in).diagonal(dim1=1, dim2=3)  # (nb/G, bs_out, bs_in, G)
-            gw = blocks.permute(0, 3, 1, 2).reshape(nb, bs_out, bs_in)
-        return gx, gw
+            gw = blocks.permute(0, 3, 1, 2).reshape(nb, bs_out, bs_in).to(w_in.dtype)
+        return None if gx is None else gx.to(x_in.dtype), gw
 
 
 def headwise(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

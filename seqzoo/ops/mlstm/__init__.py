@@ -8,6 +8,8 @@ Derivations: README.md in this folder.
 
 from __future__ import annotations
 
+import torch
+
 from ...errors import InputError, require
 from ...kernels import chunk_unfit, float_unfit, note_kernel, want_triton
 from .chunkwise import mlstm_chunkwise
@@ -32,19 +34,22 @@ def mlstm(
             "recurrent" if q.shape[1] == 1 else ("triton" if triton_fits(q, k, v, chunk_size, state) else "chunkwise")
         )
     note_kernel("mlstm", mode, q.device)
-    if mode == "triton":  # triton.py (Triton forward and backward)
-        from .triton import mlstm_triton
+    # the op picks its own precision (fp32 inside for 16-bit inputs): autocast would turn its matmuls to bf16 and
+    # hand its chunk-state recurrence mixed dtypes
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        if mode == "triton":  # triton.py (Triton forward and backward)
+            from .triton import mlstm_triton
 
-        unfit = chunk_unfit(chunk_size)
-        require(unfit is None, f"mlstm: {unfit}")
-        return mlstm_triton(q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate)
-    if mode == "chunkwise":
-        return mlstm_chunkwise(q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate)
-    if mode == "parallel":
-        return mlstm_parallel(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
-    if mode == "recurrent":
-        return mlstm_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
-    return mlstm_naive_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
+            unfit = chunk_unfit(chunk_size)
+            require(unfit is None, f"mlstm: {unfit}")
+            return mlstm_triton(q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate)
+        if mode == "chunkwise":
+            return mlstm_chunkwise(q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate)
+        if mode == "parallel":
+            return mlstm_parallel(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
+        if mode == "recurrent":
+            return mlstm_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
+        return mlstm_naive_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate)
 
 
 def triton_fits(q, k, v, chunk_size: int, state=None) -> bool:
