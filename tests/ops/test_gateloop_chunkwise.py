@@ -17,6 +17,7 @@ from seqzoo.mixers.gateloop_softmax import softmax_gateloop_attention
 from seqzoo.ops.gateloop.attention import gateloop_attention, relative_scores
 from seqzoo.ops.gateloop.bench import main as bench_main
 from seqzoo.ops.gateloop.chunkwise import gateloop_chunkwise
+from seqzoo.ops.gateloop.common import rotating_frame
 from seqzoo.ops.gateloop.naive import gateloop_naive
 from seqzoo.ops.gateloop.scores import decayed_scores, decayed_scores_naive
 
@@ -82,6 +83,37 @@ def test_decayed_scores_strong_decay_fp32_finite_and_exact():
     assert_close(got, ref, 1e-5)
     with pytest.raises(InputError, match="power of two"):
         decayed_scores(q[:, :6], k[:, :6], lam[:, :6])
+
+
+@pytest.mark.parametrize("T", [1, 63, 64, 65, 130, 20_000])
+def test_rotation_is_exact_at_any_length(T):
+    """cos Θ, sin Θ of Θ = cumsum θ to float32 rounding at any T (θ drifting by ~3 per step: |Σθ| reaches 6e4 at
+    T = 20,000), the final angle wrapped into [-π, π); the gradient (float64 gradcheck) and the backward of a
+    given output gradient: the reverse cumulative sum of cos Θ·d(sin Θ) - sin Θ·d(cos Θ)."""
+    g = torch.Generator().manual_seed(T)
+    phase = 3 + torch.randn(1, 2, T, 3, generator=g, dtype=torch.float64)
+    q, k = (torch.randn(1, 2, T, 3, generator=g, dtype=torch.float64) for _ in range(2))
+    for dtype, tol in ((torch.float64, 1e-9), (torch.float32, 3e-7)):  # 1e-9: the reference's own float64 sum
+        # the reference from the same rounded inputs, summed in float64 over the whole sequence
+        qr, kr, pr = (t.to(dtype).double() for t in (q, k, phase))
+        ref = pr.cumsum(2)
+        want = [torch.stack([x * torch.cos(ref), x * torch.sin(ref)], -2) for x in (qr, kr)]
+        qh, kh, last = rotating_frame(q.to(dtype), k.to(dtype), phase.to(dtype))
+        assert qh.dtype == kh.dtype == last.dtype == dtype and last.shape == (1, 2, 3)
+        assert_close(qh.double(), want[0], tol)
+        assert_close(kh.double(), want[1], tol)
+        assert last.abs().max() <= torch.pi
+        assert_close(torch.cos(last.double()), torch.cos(ref[:, :, -1]), tol)
+        assert_close(torch.sin(last.double()), torch.sin(ref[:, :, -1]), tol)
+    if T <= 130:
+        leaf = phase.clone().requires_grad_(True)
+        fn = lambda p: tuple(rotating_frame(q, k, p)[i] for i in (0, 2))  # noqa: E731
+        assert torch.autograd.gradcheck(fn, (leaf,))
+        gq = torch.randn(1, 2, T, 2, 3, generator=g, dtype=torch.float64)
+        (got,) = torch.autograd.grad((rotating_frame(q, k, leaf)[0] * gq).sum(), leaf)
+        ref = phase.cumsum(2)
+        dtheta = (gq[..., 1, :] * torch.cos(ref) - gq[..., 0, :] * torch.sin(ref)) * q
+        assert_close(got, dtheta.flip(2).cumsum(2).flip(2), 1e-10)
 
 
 @pytest.mark.parametrize("T", [1, 7, 37, 100])

@@ -40,7 +40,7 @@ def relative_scores(q, k, log_mag, phase, upper: float = 0.0) -> tuple[torch.Ten
     L = log_mag.double().cumsum(1)  # (B, T, H, K) fp64
     Phi = phase.double().cumsum(1)
     q, k, log_mag, phase = (t.transpose(1, 2) for t in (q, k, log_mag, phase))  # heads first
-    qh, kh, _ = rotating_frame(q, k, phase, dim=2)  # (B, H, T, 2, K)
+    qh, kh, _ = rotating_frame(q, k, phase)  # (B, H, T, 2, K)
     P = 1 << (T - 1).bit_length()
     A = decayed_scores(_pow2_pad(qh, P), _pow2_pad(kh, P), _pow2_pad(log_mag, P), upper=upper)
     return A[..., :T, :T], L, Phi
@@ -51,11 +51,10 @@ def gateloop_attention(q, k, v, log_mag, phase=None, state=None):
     real = phase is None
     q, k, v, log_mag, phase, state = prepare(q, k, v, log_mag, phase, state)
     q, k, v, log_mag, phase = (t.transpose(1, 2) for t in (q, k, v, log_mag, phase))  # heads first
-    qh, kh, theta = rotating_frame(q, k, None if real else phase, dim=2)
+    qh, kh, theta_T = rotating_frame(q, k, None if real else phase)
     R = qh.shape[-2]
     T = q.shape[2]
     y, Z = frame_chunkwise(qh, kh, v, log_mag, frame_state(state, R), chunk_size=T)
-    theta_T = None if theta is None else theta[:, :, -1]
     total = None if state is None or not real else log_mag.double().sum(2).to(q.dtype)
     return y.transpose(1, 2), unframe_state(Z, theta_T, state, total)
 

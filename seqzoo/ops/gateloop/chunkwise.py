@@ -79,9 +79,8 @@ def gateloop_chunkwise(q, k, v, log_mag, phase=None, state=None, chunk_size: int
     q, k, v, log_mag, phase, state = prepare(q, k, v, log_mag, phase, state)
     # heads first, (B, H, T, ·): time-axis cumsums and the chunk reshapes then work on contiguous memory
     q, k, v, log_mag, phase = (t.transpose(1, 2).contiguous() for t in (q, k, v, log_mag, phase))
-    qh, kh, theta = rotating_frame(q, k, None if real else phase, dim=2)
+    qh, kh, theta_T = rotating_frame(q, k, None if real else phase)
     R = qh.shape[-2]
     y, Z = frame_chunkwise(qh, kh, v, log_mag, frame_state(state, R), chunk_size=chunk_size)
-    theta_T = None if theta is None else theta[:, :, -1]
     total = None if state is None or not real else log_mag.sum(2)  # (B, H, K): decays Im S_0 (R = 1 only)
     return y.transpose(1, 2), unframe_state(Z, theta_T, state, total)

@@ -116,8 +116,9 @@ def _quad(qs, ks, h):
 
 class _DecayedScores(torch.autograd.Function):
     """The hierarchical construction with a backward written per level: each level's gradients are added in place
-    into the halves of dq, dk and dλ they belong to. Autograd would build a zero-filled full-size gradient per level
-    and operand, then stack and add them: about a fifth of the chunkwise step's CPU profile before this Function."""
+    into the halves of dq and dk they belong to (autograd would build a zero-filled full-size gradient per level and
+    operand, then stack and add them: about a fifth of the chunkwise step's CPU profile before this Function), and
+    dλ_j = Σ_{τ>=j} Σ_R (q_τ dq_τ - k_τ dk_τ) from them at the end (README.md §4.2)."""
 
     @staticmethod
     def forward(ctx, q, k, lam, upper):
@@ -140,7 +141,6 @@ class _DecayedScores(torch.autograd.Function):
         dparts = dparts.split([P] + [P * (1 << i) // 2 for i in range(P.bit_length() - 1)], dim=-1)
         ddiag = dparts[0][..., None, None]
         dq, dk = (ddiag * k).contiguous(), (ddiag * q).contiguous()  # written through views below
-        dlam = lam.new_zeros(lam.shape)
         for (h, q2, k1, row, col), dquad in zip(_levels(q, k, lam), dparts[1:]):
             n = P // (2 * h)
             dquad = dquad.reshape(*lead, n, h, h)
@@ -153,12 +153,14 @@ class _DecayedScores(torch.autograd.Function):
                 dqs = (dquad @ ks.flatten(-2)).view(qs.shape)
                 dks = (dquad.transpose(-1, -2) @ qs.flatten(-2)).view(ks.shape)
             dq.view(*lead, n, 2, h, R, K).select(-4, 1).addcmul_(dqs, row)
-            drow = (dqs * qs).sum(-2)  # d/d(prefix sums): e^x' = e^x, and qs = q2 ⊙ row already holds the factor
-            dlam.view(*lead, n, 2, h, K).select(-3, 1).add_(_triangle_sums(drow, upper=True, strict=False))
-            dk.view(*lead, n, 2, h, R, K).select(-4, 0).add_(dks if col is None else dks * col)
-            if col is not None:
-                dcol = (dks * ks).sum(-2)
-                dlam.view(*lead, n, 2, h, K).select(-3, 0).add_(_triangle_sums(dcol, upper=False, strict=True))
+            dk1 = dk.view(*lead, n, 2, h, R, K).select(-4, 0)
+            if col is None:
+                dk1.add_(dks)
+            else:
+                dk1.addcmul_(dks, col)
+        # dλ from dq and dk, not per level: A_τσ depends on λ_j for σ < j <= τ, and Σ_{τ>=j} (q_τ·dq_τ - k_τ·dk_τ)
+        # is the sum over exactly those pairs (a pair on one side of j enters both terms and cancels)
+        dlam = _triangle_sums((q * dq).addcmul_(k, dk, value=-1.0).sum(-2), upper=True, strict=False)
         return dq, dk, dlam, None
 
 
