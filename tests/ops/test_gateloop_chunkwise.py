@@ -85,6 +85,22 @@ def test_decayed_scores_strong_decay_fp32_finite_and_exact():
         decayed_scores(q[:, :6], k[:, :6], lam[:, :6])
 
 
+def test_long_block_scores_hold_no_subnormal_floats():
+    """A block of 256 tokens in float32 with decays whose sums cross e^-87 (where float32 turns subnormal, and CPU
+    arithmetic ~100x slower): no entry of A is subnormal (factors below e^-30 are set to 0 in half-blocks over 32
+    tokens), and A stays within float32 rounding of the float64 pairwise reference."""
+    g = torch.Generator().manual_seed(3)
+    P, K = 256, 4
+    q, k = (torch.randn(2, P, 2, K, generator=g, dtype=torch.float64) for _ in range(2))
+    lam = -torch.empty(2, P, K, dtype=torch.float64).uniform_(0.2, 1.2, generator=g)  # sums reach -300
+    ref = decayed_scores_naive(q, k, lam)
+    assert ((ref != 0) & (ref.abs() < torch.finfo(torch.float32).tiny)).any()  # the reference does hold such values
+    got = decayed_scores(q.float(), k.float(), lam.float())
+    tiny = torch.finfo(torch.float32).tiny
+    assert not ((got != 0) & (got.abs() < tiny)).any()
+    assert_close(got, ref, 1e-5)
+
+
 @pytest.mark.parametrize("T", [1, 63, 64, 65, 130, 20_000])
 def test_rotation_is_exact_at_any_length(T):
     """cos Θ, sin Θ of Θ = cumsum θ to float32 rounding at any T (θ drifting by ~3 per step: |Σθ| reaches 6e4 at

@@ -91,6 +91,22 @@ def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: f
     return _DecayedScores.apply(q, k, lam.to(q.dtype), upper)
 
 
+# in half-blocks longer than _MATMUL_SUMS / 2 tokens (the surrogate-attention and softmax forms, one block of T
+# tokens), a decay factor below e^_FLUSH_BELOW is set to 0 outside float64: e^-30 ≈ 1e-13 is far below a float32
+# score's rounding, and products of smaller factors land in the subnormal range, where CPU arithmetic is ~100x
+# slower (a float32 gateloop_softmax step over 512 tokens took 1.8x as long with them). Chunks of up to 64 tokens
+# skip the extra pass: it cost 8 % of the chunkwise step, whose sums over at most 32 tokens showed no such slowdown.
+_FLUSH_BELOW = -30.0
+
+
+def _decay(x: torch.Tensor, h: int) -> torch.Tensor:
+    """e^x (x <= 0) for sums over half-blocks of h tokens; see ``_FLUSH_BELOW``."""
+    e = x.exp()
+    if h <= _MATMUL_SUMS // 2 or x.dtype == torch.float64:
+        return e
+    return e.masked_fill_(x < _FLUSH_BELOW, 0.0)
+
+
 def _levels(q, k, lam):
     """Per level (half-block size h = 1, 2, ..., P/2): the second halves of q, the first halves of k (views) and
     their decay factors e^{Σ_{m<=j<=τ} λ_j}, e^{Σ_{σ<j<m} λ_j} (``None`` for h = 1: e^0)."""
@@ -101,8 +117,8 @@ def _levels(q, k, lam):
         first, second = lam.reshape(*lead, n, 2, h, K).unbind(-3)
         q2 = q.reshape(*lead, n, 2, h, R, K).select(-4, 1)  # (..., n, h, R, K): τ in the second half
         k1 = k.reshape(*lead, n, 2, h, R, K).select(-4, 0)  # σ in the first half
-        row = prefix_sums(second).exp()[..., None, :]
-        col = suffix_sums(first).exp()[..., None, :] if h > 1 else None
+        row = _decay(prefix_sums(second), h)[..., None, :]
+        col = _decay(suffix_sums(first), h)[..., None, :] if h > 1 else None
         yield h, q2, k1, row, col
         h *= 2
 
