@@ -25,9 +25,10 @@ Speed measurements keep ``all``.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from .switch import env_choice
 
 log = logging.getLogger("seqzoo.kernels")
 
@@ -37,12 +38,7 @@ AUTOTUNE_MODES = ("all", "first")
 
 def autotune_mode() -> str:
     """``all`` (tune over every kept config) or ``first`` (the first kept config alone), from ``SEQZOO_AUTOTUNE``."""
-    mode = os.environ.get(AUTOTUNE_ENV, "") or "all"
-    if mode not in AUTOTUNE_MODES:
-        from ..errors import InputError
-
-        raise InputError(f"{AUTOTUNE_ENV} must be one of {AUTOTUNE_MODES}, got {mode!r}")
-    return mode
+    return env_choice(AUTOTUNE_ENV, AUTOTUNE_MODES)
 
 
 # Largest shared memory one thread block may opt into, bytes (CUDA C Programming Guide, "Technical Specifications

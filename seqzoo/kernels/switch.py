@@ -36,18 +36,23 @@ _override: str | None = None  # set_kernels / use_kernels; None: read the enviro
 _seen: set[tuple] = set()  # (op, impl, device type[, fallback reason]) already logged
 
 
-def _validated(value: object, where: str) -> str:
-    if not isinstance(value, str) or value.strip().lower() not in CHOICES:
-        raise InputError(f"{where} must be one of {', '.join(CHOICES)}; got {value!r}")
+def _validated(value: object, where: str, choices: tuple[str, ...] = CHOICES) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in choices:
+        raise InputError(f"{where} must be one of {', '.join(choices)}; got {value!r}")
     return value.strip().lower()
+
+
+def env_choice(name: str, choices: tuple[str, ...]) -> str:
+    """The environment variable ``name`` as one of ``choices`` (case and spaces ignored); unset or empty: the first."""
+    raw = os.environ.get(name, "")
+    return choices[0] if raw.strip() == "" else _validated(raw, name, choices)
 
 
 def kernels_setting() -> str:
     """The switch in force: the Python setting if any, else ``$SEQZOO_KERNELS`` (unset or empty: ``auto``)."""
     if _override is not None:
         return _override
-    raw = os.environ.get(ENV, "")
-    return "auto" if raw.strip() == "" else _validated(raw, ENV)
+    return env_choice(ENV, CHOICES)
 
 
 def set_kernels(value: str | None) -> None:
