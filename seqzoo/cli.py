@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, TrainingDivergedError
+from .host_memory import apply_malloc_setting
 
 EPILOG = """examples:
   seqzoo zoo                                     # every seed system on the quick probe suite: report.html
@@ -518,6 +519,7 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
+        apply_malloc_setting()  # CPU training steps reuse their freed activations' pages (host_memory.py)
         return args.fn(args)
     except InputError as e:  # refused input: one line, exit 2; any other exception is a bug and keeps its traceback
         print(f"seqzoo {args.command}: error: {e}", file=sys.stderr)

@@ -74,4 +74,7 @@ def measure_point(
 
 
 if __name__ == "__main__":
+    from ..host_memory import apply_malloc_setting
+
+    apply_malloc_setting()  # as the parent command line did: mallopt does not pass to a child process
     print(json.dumps(measure_point(**json.loads(sys.argv[1]))))

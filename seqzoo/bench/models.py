@@ -58,6 +58,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..errors import InputError
+from ..host_memory import apply_malloc_setting
 from .flops import model_flops
 from .table import markdown_table
 
@@ -849,6 +850,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="results/bench-models", help="output folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
+    apply_malloc_setting()  # the fresh point process too: mallopt does not pass to a child process
     if a.point:
         print(json.dumps(run_point(json.loads(a.point))))
         return 0

@@ -28,6 +28,7 @@ from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
 from ..ops.mlstm import FORGET_GATES, mlstm, triton_fits
 from ..ops.mlstm.common import compute_dtype, log_forget
+from ..ops.mlstm.output import head_norm, mlstm_output
 from ..ops.mlstm.recurrent import mlstm_step
 from .base import Mixer, register_mixer
 
@@ -328,10 +329,7 @@ class MLSTM(Mixer):
 
     def _headnorm(self, h: torch.Tensor) -> torch.Tensor:
         """Per-head LayerNorm (weight only): ``h (B, T, H, V)`` -> ``(B, T, H*V)``."""
-        hn = F.layer_norm(
-            h.float() if h.dtype in (torch.float16, torch.bfloat16) else h, (h.shape[-1],), eps=self.norm_eps
-        ).to(h.dtype)
-        return rearrange(hn, "b t h v -> b t (h v)") * self.outnorm_weight
+        return head_norm(h, self.outnorm_weight, self.norm_eps)
 
     def _gates(self, *xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Input and forget gate pre-activations ``(B, T, H)`` each from the gates' input, given whole or as the
@@ -357,14 +355,14 @@ class MLSTM(Mixer):
             return self._decode_step(x, state)
         E = self.inner
         x_m, z = self.proj_up(x).split(E, dim=-1)  # (B, T, E) each: cell branch, output gate branch
-        x_c, conv_state = causal_conv1d(x_m, self.conv_weight, self.conv_bias, None if state is None else state.conv)
-        x_c = F.silu(x_c)
+        conv_in = None if state is None else state.conv
+        x_c, conv_state = causal_conv1d(x_m, self.conv_weight, self.conv_bias, conv_in, activation="silu")
         q, k = headwise(x_c, self.q_proj), headwise(x_c, self.k_proj)
         v = headwise(x_m, self.v_proj)
         ig, fg = self._gates(q, k, v)  # from [q; k; v]
         h, (C, n, m) = self._cell(q, k, v, ig, fg, cell_state, mode)
-        h = self._headnorm(h) + self.skip * x_c  # (B, T, E)
-        y = self.proj_down(self.dropout(h * F.silu(z)))
+        u = mlstm_output(h, x_c, z, self.outnorm_weight, self.skip, self.norm_eps)  # (LN(h) w + skip x_c) SiLU(z)
+        y = self.proj_down(self.dropout(u))
         return y, MLSTMState(C, n, m, conv_state)
 
     def _decode_step(self, x: torch.Tensor, state: MLSTMState):

@@ -143,8 +143,8 @@ class SLSTM(Mixer):
     def gate_inputs(self, x: torch.Tensor, conv_state=None):
         """Input pre-activations ``wx (B, T, H, 4, d)`` (i, f from SiLU(conv(x)); z, o from x; bias added)."""
         H = self.n_heads
-        x_c, conv_state = causal_conv1d(x, self.conv_weight, self.conv_bias, conv_state)
-        x_c = rearrange(F.silu(x_c), "b t (h j) -> b t h j", h=H)  # (B, T, H, d)
+        x_c, conv_state = causal_conv1d(x, self.conv_weight, self.conv_bias, conv_state, activation="silu")
+        x_c = rearrange(x_c, "b t (h j) -> b t h j", h=H)  # (B, T, H, d)
         x_h = rearrange(x, "b t (h j) -> b t h j", h=H)
         w_if = torch.einsum("bthj,hgkj->bthgk", x_c, torch.stack([self.W_i, self.W_f], 1))  # (B, T, H, 2, d)
         w_zo = torch.einsum("bthj,hgkj->bthgk", x_h, torch.stack([self.W_z, self.W_o], 1))

@@ -38,6 +38,9 @@ def seed_everything(seed: int) -> None:
 def _pin_one_thread() -> None:
     import torch
 
+    from ..host_memory import apply_malloc_setting
+
+    apply_malloc_setting()  # spawned workers start with the system malloc (host_memory.py)
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 

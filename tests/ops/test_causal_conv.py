@@ -8,6 +8,7 @@ implementation sees. Tolerances: ``tests/helpers.py: TOL``.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -15,8 +16,10 @@ import pytest
 import torch
 from helpers import CUDA, DEV, GRAD_SCALE, TOL, assert_close
 
+from seqzoo.errors import InputError
 from seqzoo.kernels import usable_on
 from seqzoo.ops.causal_conv import MODES, causal_conv1d, causal_conv1d_naive
+from seqzoo.ops.causal_conv.native import unavailable as native_unavailable
 
 needs_triton = pytest.mark.skipif(
     not usable_on(DEV), reason="triton kernels cannot run here (triton missing, or no CUDA and no TRITON_INTERPRET)"
@@ -200,11 +203,16 @@ def test_bad_inputs():
 
 
 def test_auto_dispatch_and_lazy_import():
-    """ "auto" on CPU tensors is the torch path (never the interpreter); importing seqzoo does not import triton."""
+    """ "auto" on CPU float tensors is the C path where it builds, else torch (never the interpreter); 16-bit CPU
+    tensors take torch; importing seqzoo does not import triton."""
     x, w, b, s, _ = _inputs(2, 6, 4, 4, torch.float32, device="cpu")
-    for got, ref in zip(causal_conv1d(x, w, b, s), causal_conv1d(x, w, b, s, mode="torch")):
+    cpu_path = "native" if native_unavailable() is None else "torch"
+    for got, ref in zip(causal_conv1d(x, w, b, s), causal_conv1d(x, w, b, s, mode=cpu_path)):
         assert torch.equal(got, ref)
-    for impl in ("naive", "torch"):
+    xb = x.bfloat16()
+    for got, ref in zip(causal_conv1d(xb, w, b, s), causal_conv1d(xb, w, b, s, mode="torch")):
+        assert torch.equal(got, ref)
+    for impl in ("naive", "torch", "native"):
         y, _ = causal_conv1d(x, w, b, s, mode=impl, activation="silu")
         assert_close(y, torch.nn.functional.silu(causal_conv1d(x, w, b, s, mode=impl)[0]), atol=1e-5, rtol=1.3e-6)
     code = (
@@ -212,6 +220,27 @@ def test_auto_dispatch_and_lazy_import():
         "c.causal_conv1d(torch.randn(1, 3, 2), torch.randn(2, 4)); assert 'triton' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_native_off_auto_takes_torch_and_native_mode_says_why():
+    """With ``SEQZOO_NATIVE=0`` "auto" runs the torch path (logged once) and ``mode="native"`` is refused with the
+    reason; 16-bit tensors are refused by name."""
+    code = (
+        "import logging, torch; logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+        "from seqzoo.ops.causal_conv import causal_conv1d\n"
+        "x, w = torch.randn(1, 5, 3), torch.randn(3, 4)\n"
+        "y, _ = causal_conv1d(x, w)\n"
+        "print('auto ok', tuple(y.shape))\n"
+        "causal_conv1d(x, w, mode='native')\n"
+    )
+    env = {**os.environ, "SEQZOO_NATIVE": "0"}
+    off = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert "auto ok (1, 5, 3)" in off.stdout
+    assert "causal_conv1d runs the torch implementation on cpu tensors" in off.stderr
+    assert off.returncode != 0
+    assert "mode='native': the C library is unavailable: turned off by SEQZOO_NATIVE=0" in off.stderr
+    with pytest.raises(InputError, match="float32 / float64 tensors, got torch.float16"):
+        causal_conv1d(torch.randn(1, 5, 3).half(), torch.randn(3, 4).half(), mode="native")
 
 
 # ------------------------------------------------------------------------------------------------ CUDA only

@@ -3,13 +3,16 @@
     y_t[c] = bias[c] + sum_{i=0}^{k-1} weight[c, i] * x_{t-k+1+i}[c]       (weight[:, k-1] hits the current token)
 
 The state is the last k-1 inputs ``(B, k-1, C)``; prepending it makes a split sequence equal the whole.
-``causal_conv1d`` runs k shifted multiply-adds (``torch_conv.py``); ``causal_conv1d_naive`` is the loop it is tested against.
+``causal_conv1d_naive`` is the loop every implementation is tested against.
 
-Implementations (``mode=``): ``"torch"`` (``torch_conv.py``: k shifted multiply-adds with their own backward; with ``segment_pos`` k-1 masked multiply-adds),
+Implementations (``mode=``): ``"native"`` (``native.py``: one C pass forward and one backward on CPU float32 /
+float64, document masking included; the C file is built on first use, ``ops/native_build.py``),
+``"torch"`` (``torch_conv.py``: k shifted multiply-adds with their own backward; with ``segment_pos`` k-1 masked multiply-adds),
 ``"naive"`` (the reference loop, ``naive.py``), ``"triton"`` (``triton.py: causal_conv1d_triton``: one fwd and one
 bwd Triton kernel, document masking exact in-kernel, fp32 accumulation) and ``"auto"`` (the default: Triton when
 the kernels switch allows it, ``seqzoo.kernels.want_triton``: by default CUDA tensors of float32/float16/bfloat16
-when triton is importable, never the interpreter; torch otherwise). triton is imported only when the Triton path runs. ``activation="silu"`` applies SiLU to y
+when triton is importable, never the interpreter; else native where the C library builds (not with
+``SEQZOO_NATIVE=0``) and the tensors are CPU float32 / float64, outside torch.compile; torch otherwise). triton is imported only when the Triton path runs. ``activation="silu"`` applies SiLU to y
 (fused into the kernel on the Triton path).
 
 Document masking (Griffin, arXiv:2402.19427 §3.1): with ``segment_pos (B, T)`` (0 where a document starts),
@@ -27,9 +30,10 @@ from ...errors import InputError
 from ...kernels import float_unfit, note_kernel, want_triton
 from .common import ACTIVATIONS
 from .naive import causal_conv1d_naive
+from .native import causal_conv1d_native, native_unfit
 from .torch_conv import causal_conv1d_torch
 
-MODES = ("auto", "torch", "naive", "triton")
+MODES = ("auto", "native", "torch", "naive", "triton")
 
 
 def triton_fits(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
@@ -50,14 +54,19 @@ def causal_conv1d(
     """``x (B, T, C)``, ``weight (C, k)`` -> ``y (B, T, C)``, new state ``(B, k-1, C)``.
 
     ``segment_pos (B, T)`` (optional) masks taps across document starts (see the module docstring).
-    ``mode``: "auto" | "torch" | "naive" | "triton" (module docstring); ``activation``: None | "silu".
+    ``mode``: "auto" | "native" | "torch" | "naive" | "triton" (module docstring); ``activation``: None | "silu".
     """
     if mode not in MODES:
         raise InputError(f"mode must be one of {MODES}, got {mode!r}")
     if activation not in ACTIVATIONS:
         raise InputError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     if mode == "auto":
-        mode = "triton" if triton_fits(x, weight, bias, state) else "torch"
+        if triton_fits(x, weight, bias, state):
+            mode = "triton"
+        else:
+            # under torch.compile the torch path fuses; a C call would break the graph
+            compiling = torch.compiler.is_compiling()
+            mode = "native" if not compiling and native_unfit(x, weight, bias, state) is None else "torch"
     note_kernel("causal_conv1d", mode, x.device)
     if mode == "triton":
         from .triton import causal_conv1d_triton
@@ -65,8 +74,19 @@ def causal_conv1d(
         return causal_conv1d_triton(x, weight, bias, state, segment_pos, activation=activation)
     if mode == "naive":
         return causal_conv1d_naive(x, weight, bias, state, segment_pos, activation=activation)
-    y, new_state = causal_conv1d_torch(x, weight, bias, state, segment_pos)
+    if mode == "native":
+        y, new_state = causal_conv1d_native(x, weight, bias, state, segment_pos)
+    else:
+        y, new_state = causal_conv1d_torch(x, weight, bias, state, segment_pos)
     return (F.silu(y) if activation == "silu" else y), new_state
 
 
-__all__ = ["ACTIVATIONS", "MODES", "causal_conv1d", "causal_conv1d_naive", "causal_conv1d_torch", "triton_fits"]
+__all__ = [
+    "ACTIVATIONS",
+    "MODES",
+    "causal_conv1d",
+    "causal_conv1d_naive",
+    "causal_conv1d_native",
+    "causal_conv1d_torch",
+    "triton_fits",
+]

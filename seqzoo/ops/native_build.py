@@ -1,0 +1,99 @@
+"""Build a C source beside an op into a shared library on first use and load it (ctypes); None where impossible.
+
+Used by the CPU loops of ``ops/slstm/native.c`` and ``ops/causal_conv/native.c``. ``NativeLibrary(source, name,
+argtypes)`` compiles ``source`` once per source text, compiler, flags and CPU into ``$SEQZOO_CACHE/native`` (default
+``~/.cache/seqzoo/native``; ``-march=native``, so the file is keyed by the CPU as well), built aside and renamed so
+that no reader sees half a file. ``library()`` returns the loaded library or None (no compiler, a failed build,
+``SEQZOO_NATIVE=0``), and ``unavailable()`` says why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+FLAGS = ("-O3", "-march=native", "-shared", "-fPIC")
+SUFFIX = {torch.float32: "f32", torch.float64: "f64"}  # the C functions' name suffix per dtype
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SEQZOO_CACHE", Path.home() / ".cache" / "seqzoo")) / "native"
+
+
+def _cpu() -> bytes:
+    """What ``-march=native`` depends on: the machine and, on Linux, the CPU model and its feature flags."""
+    ident = platform.machine()
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        ident += "".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags", "Features"))}))
+    except OSError:
+        pass
+    return ident.encode()
+
+
+def pointer(t: torch.Tensor | None) -> ctypes.c_void_p:
+    """The data pointer of a tensor for a C call (NULL for None)."""
+    return ctypes.c_void_p(None if t is None else t.data_ptr())
+
+
+class NativeLibrary:
+    """``source`` (a C file) built as ``<name>-<key>.so``; ``argtypes`` maps each function name to its ctypes
+    argument types (set once the library loads)."""
+
+    def __init__(self, source: Path, name: str, argtypes: dict[str, list]):
+        self.source, self.name, self.argtypes = source, name, argtypes
+        self._lib: ctypes.CDLL | None = None
+        self._why: str | None = None
+        self._tried = False
+        self._lock = threading.Lock()
+
+    def _build(self) -> ctypes.CDLL:
+        if os.environ.get("SEQZOO_NATIVE", "1") == "0":
+            raise RuntimeError("turned off by SEQZOO_NATIVE=0")
+        cc = os.environ.get("CC", "cc")
+        key = hashlib.sha256(self.source.read_bytes() + " ".join((cc, *FLAGS)).encode() + _cpu()).hexdigest()[:16]
+        lib = cache_dir() / f"{self.name}-{key}.so"
+        if not lib.exists():
+            lib.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:  # built aside, then renamed: never half-written
+                out = Path(tmp) / lib.name
+                try:
+                    r = subprocess.run(
+                        [cc, *FLAGS, "-o", str(out), str(self.source), "-lm"],
+                        capture_output=True,
+                        text=True,
+                        timeout=300,
+                    )
+                except (OSError, subprocess.TimeoutExpired) as e:
+                    raise RuntimeError(f"cannot run the C compiler {cc!r}: {e}") from e
+                if r.returncode != 0:
+                    raise RuntimeError(f"{cc} failed on {self.source.name}: {r.stderr.strip()[-400:]}")
+                os.replace(out, lib)
+        dll = ctypes.CDLL(str(lib))
+        for fn, types in self.argtypes.items():
+            getattr(dll, fn).argtypes = types
+        return dll
+
+    def library(self) -> ctypes.CDLL | None:
+        """The built library (compiled on the first call of the process when not cached), or None."""
+        with self._lock:
+            if not self._tried:
+                try:
+                    self._lib = self._build()
+                except Exception as e:  # no compiler, a failed build, a library that does not load: PyTorch instead
+                    self._lib, self._why = None, str(e)
+                self._tried = True
+            return self._lib
+
+    def unavailable(self) -> str | None:
+        """Why ``library()`` is None (None when it is built)."""
+        self.library()
+        return self._why
