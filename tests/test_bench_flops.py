@@ -14,8 +14,9 @@ ops under it). What it cannot see or miscounts, and how the test handles it:
 * Triton kernels (CUDA only) would be invisible; on CPU none run; so are the sLSTM's loops in C
   (``ops/slstm/native.c``: the recurrent ``h R`` product of every step), so the sLSTM is counted on the PyTorch
   loops they replace (``native.library`` reports no library while counting);
-* two fast CPU paths issue other ops than the useful matmuls the formula counts: the causal conv's shifted
-  multiply-adds (``ops/causal_conv/torch_conv.py: _ShiftedTaps``, elementwise, so not counted) and the mLSTM's
+* two fast CPU paths issue other ops than the useful matmuls the formula counts: the causal conv's C loops
+  (``ops/causal_conv/native.c``, invisible; turned off while counting) or its PyTorch shifted multiply-adds
+  (``ops/causal_conv/torch_conv.py: _ShiftedTaps``, elementwise, so not counted) and the mLSTM's
   grouped block-diagonal q/k/v matmuls (``mixers/mlstm.py: headwise``, 8x the useful flops in zeros). While
   counting, the conv runs as the depthwise ``F.conv1d`` it equals (tests/ops/test_causal_conv.py holds the two
   equal through the naive loop) and the q/k/v blocks as one bmm each (``_GROUP_MIN_TOKENS`` out of reach).
@@ -36,6 +37,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 import seqzoo.mixers.mlstm as mlstm
+import seqzoo.ops.causal_conv as causal_conv
 import seqzoo.ops.causal_conv.torch_conv as torch_conv
 import seqzoo.ops.slstm.native as slstm_native
 from seqzoo.bench.flops import gemm_gflops, layer_flops, mean_visible_keys, model_flops
@@ -61,6 +63,7 @@ def counted(cfg, T: int, backward: bool) -> float:
     model = LanguageModel(cfg)
     x = torch.randint(0, cfg.vocab_size, (1, T))
     with (
+        mock.patch.object(causal_conv, "native_unfit", lambda *a: "counting FLOPs"),
         mock.patch.object(torch_conv._ShiftedTaps, "apply", _conv_as_conv1d),
         mock.patch.object(mlstm, "_GROUP_MIN_TOKENS", 1 << 62),
         mock.patch.object(slstm_native, "library", lambda: None),
