@@ -14,8 +14,9 @@ glibc = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="mallopt needs Linux with glibc"
 )
 
-# a fresh process: apply the setting as the command line does, then allocate, touch and free a 64 MiB tensor
-# twice and report the minor page faults of the second allocation (what every training step after the first pays)
+# a fresh process: apply the setting as the command line does, then allocate, touch and free a 64 MiB tensor four
+# times and report the minor page faults of the last allocation (what a training step pays once the heap has
+# settled: how many rounds that takes depends on what else the process allocated in between, one or two here)
 _PROBE = """
 import resource, torch
 from seqzoo.host_memory import apply_malloc_setting
@@ -24,7 +25,8 @@ def touch():
     x = torch.empty(16 * 2**20)  # 64 MiB of float32
     x.fill_(1.0)
     del x
-touch()
+for _ in range(3):
+    touch()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 touch()
 print("faults", resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
