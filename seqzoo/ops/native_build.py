@@ -1,6 +1,6 @@
 """Build a C source beside an op into a shared library on first use and load it (ctypes); None where impossible.
 
-Used by the CPU loops of ``ops/slstm/native.c`` and ``ops/causal_conv/native.c``. ``NativeLibrary(source, name,
+Used by the CPU code of ``ops/slstm/native.c``, ``ops/causal_conv/native.c`` and ``ops/mlstm/output.c``. ``NativeLibrary(source, name,
 argtypes)`` compiles ``source`` once per source text, compiler, flags and CPU into ``$SEQZOO_CACHE/native`` (default
 ``~/.cache/seqzoo/native``; ``-march=native``, so the file is keyed by the CPU as well), built aside and renamed so
 that no reader sees half a file. ``library()`` returns the loaded library or None (no compiler, a failed build,

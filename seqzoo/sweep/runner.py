@@ -38,11 +38,17 @@ def seed_everything(seed: int) -> None:
 def _pin_one_thread() -> None:
     import torch
 
-    from ..host_memory import apply_malloc_setting
-
-    apply_malloc_setting()  # spawned workers start with the system malloc (host_memory.py)
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
+
+
+def _init_worker() -> None:
+    """A spawned worker: one thread, and the command line's malloc setting, which a new process does not inherit
+    (host_memory.py). The parent keeps whatever malloc its caller chose."""
+    from ..host_memory import apply_malloc_setting
+
+    apply_malloc_setting()
+    _pin_one_thread()
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -125,7 +131,7 @@ def run_sweep(
     else:
         log(f"[sweep] {len(specs)} runs: {len(specs) - len(jobs)} done before, {len(jobs)} to run, {procs} process(es)")
     if procs > 1 and len(jobs) > 1:
-        with mp.get_context("spawn").Pool(min(procs, len(jobs)), initializer=_pin_one_thread) as pool:
+        with mp.get_context("spawn").Pool(min(procs, len(jobs)), initializer=_init_worker) as pool:
             for (i, _), rec in zip(jobs, pool.imap(_execute, [j for _, j in jobs])):
                 records[i] = rec
                 log(f"[sweep] {_label(rec)}: {rec['status']}")

@@ -1,7 +1,7 @@
 """The ``mode="native"`` causal conv: ``native.c``'s one-pass forward and backward on CPU (float32 / float64).
 
-The CPU default through ``"auto"`` where the C compiler builds ``native.c`` (``ops/native_build.py``) and there are
-no document starts (``segment_pos``); ``torch_conv.py`` otherwise. The PyTorch path makes k passes over the (B, T, C)
+The CPU default through ``"auto"`` where the C compiler builds ``native.c`` (``ops/native_build.py``), document
+masking (``segment_pos``) included; ``torch_conv.py`` otherwise. The PyTorch path makes k passes over the (B, T, C)
 tensors forward and ~3k backward (plus a copy of the input with its history prepended, which it keeps for the
 backward); these loops make one each, and keep x and the history as they are.
 """

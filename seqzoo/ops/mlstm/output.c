@@ -39,12 +39,13 @@
         return total;                                                                                       \
     }                                                                                                       \
                                                                                                             \
-    void mlstm_out_forward_##SFX(int64_t B, int64_t L, int64_t H, int64_t V, const T *h, int64_t sb,        \
+    /* 0, or -1 when its one-row buffer cannot be allocated (nothing written) */                            \
+    int mlstm_out_forward_##SFX(int64_t B, int64_t L, int64_t H, int64_t V, const T *h, int64_t sb,        \
                                  int64_t st, int64_t sh, const T *xc, const T *s, const T *w,               \
                                  const T *skip, double eps, T *u, T *mean, T *rstd) {                       \
         const int64_t E = H * V;                                                                            \
         T *cen = malloc((size_t)V * sizeof(T)); /* one head's centred row */                                \
-        if (!cen) return;                                                                                   \
+        if (!cen) return -1;                                                                                \
         for (int64_t b = 0; b < B; b++)                                                                     \
             for (int64_t t = 0; t < L; t++)                                                                 \
                 for (int64_t j = 0; j < H; j++) {                                                           \
@@ -61,6 +62,7 @@
                     for (int64_t c = 0; c < V; c++) ur[c] = (cen[c] * rs * wj[c] + kj[c] * x[c]) * g[c];     \
                 }                                                                                           \
         free(cen);                                                                                          \
+        return 0;                                                                                           \
     }                                                                                                       \
                                                                                                             \
     /* dh (B, T, H, V) contiguous, dxc and ds (B, T, E); dw, dskip (E) written. 0, or -1 without memory. */ \

@@ -69,8 +69,10 @@ class _Output(torch.autograd.Function):
         mean, rstd = h.new_empty(B, T, H), h.new_empty(B, T, H)
         fn = getattr(library(), f"mlstm_out_forward_{SUFFIX[h.dtype]}")
         sb, st, sh, _ = h.stride()
-        fn(B, T, H, V, pointer(h), sb, st, sh, pointer(x_c), pointer(s), pointer(w), pointer(k), float(eps),
-           pointer(u), pointer(mean), pointer(rstd))  # fmt: skip
+        rc = fn(B, T, H, V, pointer(h), sb, st, sh, pointer(x_c), pointer(s), pointer(w), pointer(k), float(eps),
+                pointer(u), pointer(mean), pointer(rstd))  # fmt: skip
+        if rc != 0:
+            raise MemoryError("mlstm output native forward: cannot allocate its row buffer")
         ctx.save_for_backward(h, x_c, s, w, k, mean, rstd)
         return u
 
