@@ -108,10 +108,18 @@ def compare_peer_in_a_child(op: str, name: str) -> dict:
     """``compare_peer`` in a child process: a peer whose kernel aborts the compiler (mlstm_kernels 2.0.6 with
     triton 3.6, docs/benchmarks.md) then fails its own case with the exit status instead of ending the session."""
     import json
+    import os
     import subprocess
     import sys
+    from pathlib import Path
 
-    done = subprocess.run([sys.executable, __file__, op, name], capture_output=True, text=True)
+    import seqzoo
+
+    # a script's own folder (tests/) heads the child's sys.path, not the repository: name the tree this process
+    # imports seqzoo from, for machines where seqzoo is not installed (the GPU check runs from a copied tree)
+    root = str(Path(seqzoo.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, __file__, op, name], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         return {"died": child_failure(done)}
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -25,7 +25,10 @@ needs_triton = pytest.mark.skipif(
     not usable_on(DEV), reason="triton kernels cannot run here (triton missing, or no CUDA and no TRITON_INTERPRET)"
 )
 # every implementation other than the dispatcher and the reference itself
-FAST = [pytest.param(i, marks=needs_triton) if i == "triton" else i for i in MODES if i not in ("auto", "naive")]
+# the C path takes CPU tensors only: on a CUDA machine (DEV = "cuda") these cases skip, and the CPU runs test it
+cpu_tensors_only = pytest.mark.skipif(DEV != "cpu", reason="the C path takes CPU tensors; this run tests on CUDA")
+_MARKS = {"triton": needs_triton, "native": cpu_tensors_only}
+FAST = [pytest.param(i, marks=_MARKS[i]) if i in _MARKS else i for i in MODES if i not in ("auto", "naive")]
 
 
 def _inputs(B, T, C, k, dtype, state=True, bias=True, seg=None, seed=0, device=DEV):

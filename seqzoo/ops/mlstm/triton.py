@@ -122,19 +122,23 @@ def _suffix_sums(f_ptr, g_off, tok, T, H, L: tl.constexpr):
 
 
 @triton.jit
-def _chunk_scores(q, k, ig, phi, b, m, n, L: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
-    """Intra-chunk quantities from q̃ (scaled), k, i, log f, b = cumsum(log f) and the entering (m, n):
-    P (L, L), S = (q̃ kᵀ) ⊙ P, w0 (L), den (L), M (L). Shared by the forward and both backward kernels so
-    that the backward sees bit-identical stabilisers."""
+def _chunk_scores(q, k, scale, ig, phi, b, m, n, L: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
+    """Intra-chunk quantities from q (unscaled), k, i, log f, b = cumsum(log f) and the entering (m, n):
+    P (L, L), S = (q̃ kᵀ) ⊙ P with q̃ = scale·q, w0 (L), den (L), M (L). Shared by the forward and both backward
+    kernels so that the backward sees bit-identical stabilisers.
+
+    q enters the dot as loaded (exact in a 16-bit DOT) and the scale multiplies the fp32 result: q̃ rounded to
+    16 bits (1/√128 is no power of two) put a relative 2^-9 error into every score, which cancelling scores in
+    den amplified ~300× at the GPU test's shape (bf16 h off by 20 % of max |h|)."""
     rl = tl.arange(0, L)
     Fm = _segsum(phi, L)
     Dt = tl.where(rl[:, None] >= rl[None, :], Fm + ig[None, :], float("-inf"))  # (L, L) D̃
     init = b + m  # (L,)
     M = tl.maximum(tl.max(Dt, 1), init)  # (L,)
     P = tl.exp(Dt - M[:, None])  # (L, L), 0 above the diagonal
-    S = _dot(q, tl.trans(k), DOT, IEEE) * P
+    S = _dot(q, tl.trans(k), DOT, IEEE) * (P * scale)
     w0 = tl.exp(init - M)  # (L,)
-    den = tl.sum(S, 1) + w0 * tl.sum(q * n[None, :], 1)
+    den = tl.sum(S, 1) + w0 * scale * tl.sum(q * n[None, :], 1)
     return P, S, w0, den, M
 
 
@@ -213,9 +217,9 @@ def _mlstm_fwd_kernel(
         b = tl.cumsum(phi, 0)  # (L,) b_τ
         g = tl.sum(phi, 0)  # b_L
         if not STATES_ONLY:
-            q = tl.load(q_ptr + qk_off, mask=mt[:, None] & mk[None, :], other=0.0).to(tl.float32) * scale
-            _, S, w0, den, M = _chunk_scores(q, k, ig, phi, b, m, n, L, DOT, IEEE)
-            num = _dot(S, v, DOT, IEEE) + w0[:, None] * _dot(q, C, DOT, IEEE)
+            q = tl.load(q_ptr + qk_off, mask=mt[:, None] & mk[None, :], other=0.0).to(tl.float32)
+            _, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, L, DOT, IEEE)
+            num = _dot(S, v, DOT, IEEE) + (w0 * scale)[:, None] * _dot(q, C, DOT, IEEE)
             hv = num / (tl.maximum(tl.abs(den), tl.exp(-M)) + eps)[:, None]
             tl.store(h_ptr + v_off, hv.to(h_ptr.dtype.element_ty), mask=mt[:, None] & mv[None, :])
 
@@ -301,7 +305,7 @@ def _mlstm_bwd_dstate_kernel(
         mt = tok < T
         km = mt[:, None] & mk[None, :]
         qk_off = (bi * T + tok[:, None]) * (H * K) + hi * K + rk[None, :]
-        q = tl.load(q_ptr + qk_off, mask=km, other=0.0).to(tl.float32) * scale
+        q = tl.load(q_ptr + qk_off, mask=km, other=0.0).to(tl.float32)
         k = tl.load(k_ptr + qk_off, mask=km, other=0.0).to(tl.float32)
         g_off = (bi * T + tok) * H + hi
         ig = tl.load(i_ptr + g_off, mask=mt, other=float("-inf"))
@@ -312,12 +316,12 @@ def _mlstm_bwd_dstate_kernel(
         n = tl.load(nc_ptr + cc * K + rk, mask=mk, other=0.0)
         b = tl.cumsum(phi, 0)
         g = tl.sum(phi, 0)
-        _, _, w0, den, M = _chunk_scores(q, k, ig, phi, b, m, n, L, DOT, IEEE)
+        _, _, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, L, DOT, IEEE)
         inv, dden = _dnum_dden(den, M, delta, eps)
         dh = tl.load(
             dh_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :], mask=mt[:, None] & mv[None, :], other=0.0
         ).to(tl.float32)
-        qw = q * w0[:, None]  # (L, BK)
+        qw = q * (w0 * scale)[:, None]  # (L, BK) w0 q̃
         fC = tl.exp(g + m - m_next)
         dC = fC * dC + _dot(tl.trans(qw), dh * inv[:, None], DOT, IEEE)
         dn = fC * dn + tl.sum(qw * dden[:, None], 0)
@@ -376,7 +380,7 @@ def _mlstm_bwd_kernel(
     vrow = (bi * T + tok[:, None]) * (H * V) + hi * V  # (L, 1)
     g_off = (bi * T + tok) * H + hi  # (L,)
 
-    q = tl.load(q_ptr + qk_off, mask=km, other=0.0).to(tl.float32) * scale
+    q = tl.load(q_ptr + qk_off, mask=km, other=0.0).to(tl.float32)  # unscaled (``_chunk_scores``)
     k = tl.load(k_ptr + qk_off, mask=km, other=0.0).to(tl.float32)
     ig = tl.load(i_ptr + g_off, mask=mt, other=float("-inf"))
     phi = tl.load(f_ptr + g_off, mask=mt, other=0.0)
@@ -386,7 +390,7 @@ def _mlstm_bwd_kernel(
     n = tl.load(nc_ptr + cc * K + rk, mask=mk, other=0.0)
     dn_next = tl.load(dnc_ptr + cc * K + rk, mask=mk, other=0.0)
     b = tl.cumsum(phi, 0)
-    P, S, w0, den, M = _chunk_scores(q, k, ig, phi, b, m, n, L, DOT, IEEE)
+    P, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, L, DOT, IEEE)
     inv, dden = _dnum_dden(den, M, delta, eps)
     suf = _suffix_sums(f_ptr, g_off, tok, T, H, L)
     ka = tl.exp(suf + ig - m_next)  # (L,) weight of k_σ v_σᵀ in the leaving state (0 for missing tokens)
@@ -412,7 +416,7 @@ def _mlstm_bwd_kernel(
 
     dA = P * (dA + dden[:, None])  # (L, L), 0 above the diagonal
     dq = _dot(dA, k, DOT, IEEE) + w0[:, None] * (dqi + dden[:, None] * n[None, :])
-    dk = _dot(tl.trans(dA), q, DOT, IEEE) + ka[:, None] * (dki + dn_next[None, :])
+    dk = _dot(tl.trans(dA), q, DOT, IEEE) * scale + ka[:, None] * (dki + dn_next[None, :])
     tl.store(dq_ptr + qk_off, dq * scale, mask=km)
     tl.store(dk_ptr + qk_off, dk, mask=km)
     tl.store(dM_ptr + g_off, -delta * eps * inv, mask=mt)
