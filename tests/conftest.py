@@ -36,3 +36,13 @@ def kernels_reset(monkeypatch):
     monkeypatch.delenv("SEQZOO_KERNELS", raising=False)
     monkeypatch.setattr(switch, "_override", None)
     monkeypatch.setattr(switch, "_seen", set())
+
+
+def pytest_runtest_logreport(report):
+    """With ``SEQZOO_FAILURE_LOG=path``, append each failure's traceback to that file as it happens (under xdist the
+    controller sees every worker's reports). tools/gpu_check.sh sets it: a phase stopped at its time limit is
+    killed before pytest prints its summary, and the failures' reasons were lost that way on an H200."""
+    path = os.environ.get("SEQZOO_FAILURE_LOG")
+    if path and report.failed:
+        with open(path, "a") as f:
+            f.write(f"=== {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")

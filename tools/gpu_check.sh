@@ -3,6 +3,7 @@
 # and triton installed (docs/benchmarks.md, "What has run on a GPU"). Writes everything to $OUT (default
 # results/gpu-check): summary.log, env.log, models.log (whole models and the dispatch's own tests),
 # sweep/sweep.jsonl (every autotune config alone), train.log, tests.log (the op tests at real shapes and the peers),
+# failures.log (each failing test's traceback as it fails: a phase stopped at its limit prints no summary),
 # kernels-<op>/ and kbench.log, cubin_usage.txt. With TARBALL=path, all of it is also packed into that one file
 # after every phase (a device tool that returns few files, or a run stopped at its limit, still gets what finished).
 #
@@ -37,7 +38,7 @@ fi
 { nvidia-smi; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"; } > "$O/env.log" 2>&1
 GPU=$(python3 -c "import torch; print('H200' if 'H200' in torch.cuda.get_device_name() else 'H100')")
 note "GPU $(python3 -c 'import torch; print(torch.cuda.get_device_name())')"
-PYTEST=(env SEQZOO_AUTOTUNE=first python3 -m pytest -o addopts="" -m "not slow" -v --tb=short -rfE --durations=20 -p no:cacheprovider)
+PYTEST=(env SEQZOO_AUTOTUNE=first SEQZOO_FAILURE_LOG="$O/failures.log" python3 -m pytest -o addopts="" -m "not slow" -v --tb=short -rfE --durations=20 -p no:cacheprovider)
 # 1. whole models on the kernels against their torch paths, the dispatch's fallback, switch and autotune-hook tests
 timeout -s INT -k 15 "${T_MODELS:-100}" "${PYTEST[@]}" -n "${PROCS:-14}" tests/test_kernels_models.py \
     tests/test_kernels_fallback.py tests/test_kernels_switch.py > "$O/models.log" 2>&1
