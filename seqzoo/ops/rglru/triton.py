@@ -204,11 +204,11 @@ def _softplus(x):
 
 
 @triton.jit
-def _one_minus_exp(z):
-    """1 − eᶻ for z <= 0 to fp32's relative precision (−expm1 by Kahan's correction (1 − u)·z / log u, u = eᶻ):
-    near z = 0 the plain 1 − u keeps only |z|'s share of u's bits, and β = sqrt(1 − a²) of a slowly decaying
-    channel (1 − a² ~ 1e-4) would carry a 6e-4 relative error into every input it scales."""
-    u = tl.exp(z)
+def _one_minus_exp(z, u):
+    """1 − eᶻ for z <= 0 to fp32's relative precision, given u = eᶻ as the caller computed it (the backward needs
+    it too): −expm1 by Kahan's correction (1 − u)·z / log u. Near z = 0 the plain 1 − u keeps only |z|'s share of
+    u's bits, and β = sqrt(1 − a²) of a slowly decaying channel (1 − a² ~ 1e-4) would carry a 6e-4 relative error
+    into every input it scales."""
     edge = (u == 1.0) | (u == 0.0)
     r = (1.0 - u) * (z / tl.log(tl.where(edge, 0.5, u)))
     return tl.where(u == 1.0, -z, tl.where(u == 0.0, 1.0, r))
@@ -260,7 +260,7 @@ def _rglru_fwd_kernel(
         ig = tl.sigmoid(tl.load(gx_ptr + p, mask=m2, other=0.0).to(tl.float32))
         r, log_a = _rglru_gate_tile(tl.load(ga_ptr + p, mask=m2, other=0.0).to(tl.float32), sp, c)
         a = tl.exp(log_a)
-        beta = tl.sqrt(_one_minus_exp(2.0 * log_a))
+        beta = tl.sqrt(_one_minus_exp(2.0 * log_a, tl.exp(2.0 * log_a)))
         if HAS_RESET:
             rs = (tl.load(rs_ptr + pid_b * T + rt, mask=mt, other=0) != 0)[:, None]
             a = tl.where(rs, 0.0, a)
@@ -340,7 +340,7 @@ def _rglru_bwd_kernel(
         r, log_a = _rglru_gate_tile(tl.load(ga_ptr + p, mask=m2, other=0.0).to(tl.float32), sp, c)
         a = tl.exp(log_a)
         e2 = tl.exp(2.0 * log_a)
-        u = _one_minus_exp(2.0 * log_a)
+        u = _one_minus_exp(2.0 * log_a, e2)
         beta = tl.sqrt(u)
         hp = tl.load(y_ptr + p - R, mask=(rt >= 1)[:, None] & m2, other=0.0).to(tl.float32)  # h_{t-1}
         hp = tl.where((rt == 0)[:, None], first[None, :], hp)
