@@ -208,10 +208,23 @@ def _one_minus_exp(z, u):
     """1 − eᶻ for z <= 0 to fp32's relative precision, given u = eᶻ as the caller computed it (the backward needs
     it too): −expm1 by Kahan's correction (1 − u)·z / log u. Near z = 0 the plain 1 − u keeps only |z|'s share of
     u's bits, and β = sqrt(1 − a²) of a slowly decaying channel (1 − a² ~ 1e-4) would carry a 6e-4 relative error
-    into every input it scales."""
-    edge = (u == 1.0) | (u == 0.0)
-    r = (1.0 - u) * (z / tl.log(tl.where(edge, 0.5, u)))
-    return tl.where(u == 1.0, -z, tl.where(u == 0.0, 1.0, r))
+    into every input it scales. Only for u >= 1/2, where 1 − u is exact: a subnormal u (2 log a below −87, fast
+    decaying channels) has few bits, log u is far from z there (β off by 0.35 %), and 1 − u needs no correction."""
+    plain = u < 0.5
+    r = (1.0 - u) * (z / tl.log(tl.where(plain | (u == 1.0), 0.5, u)))
+    return tl.where(u == 1.0, -z, tl.where(plain, 1.0 - u, r))
+
+
+@triton.jit
+def _exp_near_one(z):
+    """eᶻ for z <= 0, correct to fp32's rounding where it is near 1. Compiled for NVIDIA GPUs, ``tl.exp`` is PTX's
+    ex2.approx.f32, off by up to ~2⁻²² relative, i.e. ~4 ulps of an a just below 1, and the same way for neighbouring
+    inputs: the scan multiplies T such a's, so a slowly decaying channel's state drifts by ~T·2⁻²² (that error
+    emulated in the interpreter: fp32 y off by 1.2e-4 of max |y| at T = 1024, tests/ops/test_rglru.py).
+    1 − (1 − eᶻ), with 1 − eᶻ by Kahan's correction, needs only an accurate log (``tl.log`` compiles to libdevice's,
+    checked in the PTX of triton 3.6 and 3.9) and leaves the exp's error in the term that is small."""
+    u = tl.exp(z)
+    return tl.where(u > 0.5, 1.0 - _one_minus_exp(z, u), u)
 
 
 @triton.jit
@@ -259,7 +272,7 @@ def _rglru_fwd_kernel(
         x = tl.load(x_ptr + p, mask=m2, other=0.0).to(tl.float32)
         ig = tl.sigmoid(tl.load(gx_ptr + p, mask=m2, other=0.0).to(tl.float32))
         r, log_a = _rglru_gate_tile(tl.load(ga_ptr + p, mask=m2, other=0.0).to(tl.float32), sp, c)
-        a = tl.exp(log_a)
+        a = _exp_near_one(log_a)
         beta = tl.sqrt(_one_minus_exp(2.0 * log_a, tl.exp(2.0 * log_a)))
         if HAS_RESET:
             rs = (tl.load(rs_ptr + pid_b * T + rt, mask=mt, other=0) != 0)[:, None]
@@ -325,7 +338,7 @@ def _rglru_bwd_kernel(
         # a_{t+1} (recomputed from its gate; 1 past the end so that dh_T reaches G_{T-1})
         mn = ((rt + 1) < T)[:, None] & mask[None, :]
         _, log_an = _rglru_gate_tile(tl.load(ga_ptr + p + R, mask=mn, other=0.0).to(tl.float32), sp, c)
-        an = tl.exp(log_an)
+        an = _exp_near_one(log_an)
         if HAS_RESET:
             rsn = (tl.load(rs_ptr + pid_b * T + rt + 1, mask=(rt + 1) < T, other=0) != 0)[:, None]
             an = tl.where(rsn, 0.0, an)
@@ -338,7 +351,7 @@ def _rglru_bwd_kernel(
         x = tl.load(x_ptr + p, mask=m2, other=0.0).to(tl.float32)
         ig = tl.sigmoid(tl.load(gx_ptr + p, mask=m2, other=0.0).to(tl.float32))
         r, log_a = _rglru_gate_tile(tl.load(ga_ptr + p, mask=m2, other=0.0).to(tl.float32), sp, c)
-        a = tl.exp(log_a)
+        a = _exp_near_one(log_a)
         e2 = tl.exp(2.0 * log_a)
         u = _one_minus_exp(2.0 * log_a, e2)
         beta = tl.sqrt(u)
@@ -357,7 +370,7 @@ def _rglru_bwd_kernel(
         dsp += tl.sum(dlog_a * (-c * r), 0)
     # dh0 = a_0 G_0
     _, log_a0 = _rglru_gate_tile(tl.load(ga_ptr + base + offs, mask=mask, other=0.0).to(tl.float32)[None, :], sp, c)
-    a0 = tl.sum(tl.exp(log_a0), 0)
+    a0 = tl.sum(_exp_near_one(log_a0), 0)
     if HAS_RESET:
         a0 = tl.where(tl.load(rs_ptr + pid_b * T) != 0, 0.0, a0)
     tl.store(dsp_ptr + pid_b * R + offs, dsp, mask=mask)
