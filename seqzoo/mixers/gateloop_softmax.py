@@ -8,7 +8,10 @@ where L, Φ are cumulative sums of log|a| and θ (the real part of the complex s
 numbers is undefined). The decay multiplies the logit, so a near-zero transition pulls a score toward 0, not
 toward -inf. The state is a growing cache: past k, v and their fp64 L, Φ (the running totals are the last
 entries). Only ``mode="attention"`` exists; the scores are matmuls of width 2K (``relative_scores``: rotated
-q, k and hierarchically factored decays), so it costs O(T²·K) flops and O(T²) memory, like softmax attention.
+q, k and hierarchically factored decays), so it costs O(T²·K) flops, like softmax attention. Without a cache on
+CPU (training, prefill) of more than 128 tokens the levels of that construction from 32 tokens up run as
+PyTorch's fused CPU attention kernel and only the diagonal 32-token blocks are materialised
+(``ops/gateloop/softmax.py``): O(T·32) score memory; otherwise the (T, S + T) scores are materialised.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from einops import rearrange
 from ..errors import InputError
 from ..ops.gateloop.attention import relative_scores
 from ..ops.gateloop.common import wrap_phase
+from ..ops.gateloop.softmax import softmax_relative_attention
 from .base import register_mixer
 from .gateloop import GateLoop
+
+BLOCKED_FROM = 128  # longer inputs without a cache take the blocked form on CPU
 
 
 @dataclass
@@ -47,6 +53,11 @@ def softmax_gateloop_attention(q, k, v, log_mag, phase, cache: GateLoopSoftmaxCa
     q, k, v, log_mag = (t.to(dt) for t in (q, k, v, log_mag))
     phase = torch.zeros_like(log_mag) if phase is None else phase.to(dt)
     q = q * scale  # the scores are linear in q: scaling (T, K) here spares a pass over (T, S + T)
+    # training and prefill on CPU: no T×T scores (ops/gateloop/softmax.py); up to 128 tokens the materialised
+    # scores are as fast (measured: T = 64 1.2-1.8x faster, T = 128 even)
+    if cache is None and q.device.type == "cpu" and q.shape[1] > BLOCKED_FROM:
+        y, L, Phi = softmax_relative_attention(q, k, v, log_mag, phase)
+        return y, GateLoopSoftmaxCache(k, v, L, Phi)
     # -inf above the diagonal: the causal mask among the new tokens (every cached key is visible to every query)
     A, L, Phi = relative_scores(q, k, log_mag, phase, upper=float("-inf"))  # (B, H, T, T); fp64 sums of this call
     if cache is not None:

@@ -101,17 +101,18 @@ _FLUSH_BELOW = -30.0
 
 def _decay(x: torch.Tensor, h: int) -> torch.Tensor:
     """e^x (x <= 0) for sums over half-blocks of h tokens; see ``_FLUSH_BELOW``."""
-    e = x.exp()
     if h <= _MATMUL_SUMS // 2 or x.dtype == torch.float64:
-        return e
-    return e.masked_fill_(x < _FLUSH_BELOW, 0.0)
+        return x.exp()
+    # clamped first: an exp whose result underflows takes a slow path on CPU (~40x the time of one that does not)
+    return x.clamp_min(_FLUSH_BELOW - 1.0).exp_().masked_fill_(x < _FLUSH_BELOW, 0.0)
 
 
-def _levels(q, k, lam):
-    """Per level (half-block size h = 1, 2, ..., P/2): the second halves of q, the first halves of k (views) and
-    their decay factors e^{Σ_{m<=j<=τ} λ_j}, e^{Σ_{σ<j<m} λ_j} (``None`` for h = 1: e^0)."""
+def _levels(q, k, lam, start: int = 1):
+    """Per level (half-block size h = start, 2 start, ..., P/2; ``start`` a power of two): the second halves of q,
+    the first halves of k (views) and their decay factors e^{Σ_{m<=j<=τ} λ_j}, e^{Σ_{σ<j<m} λ_j} (``None`` for
+    h = 1: e^0)."""
     *lead, P, R, K = q.shape
-    h = 1
+    h = start
     while h < P:
         n = P // (2 * h)
         first, second = lam.reshape(*lead, n, 2, h, K).unbind(-3)

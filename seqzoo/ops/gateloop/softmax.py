@@ -1,0 +1,147 @@
+"""GateLoop's softmax form (paper §3.4) without a T×T score matrix: the hierarchical blocks as flash attention.
+
+    y_n = Σ_{m<=n} softmax_m(A_n·) v_m,   A_nm = Σ_d q_nd k_md e^{L_n - L_m} cos(Φ_n - Φ_m)
+
+``scores.decayed_scores`` builds A from log₂P levels: at the level of half-blocks of h tokens, the queries τ of
+each block's second half meet the keys σ of its first half through one matmul of factors that are both <= 1,
+
+    A_τσ = (q̂_τ ⊙ e^{Σ_{mid<=j<=τ} λ_j}) · (k̂_σ ⊙ e^{Σ_{σ<j<mid} λ_j})      (q̂, k̂ phase-rotated, width 2K).
+
+So every level from ``base`` tokens up is plain dot-product attention between the two halves of each block, with
+no mask: PyTorch's fused CPU attention kernel (``_scaled_dot_product_flash_attention_for_cpu``) computes its
+softmax-weighted values and log-sum-exp without storing the scores. The rest (the diagonal blocks of ``base``
+tokens, with their lower levels) is materialised by ``decayed_scores``: T·base scores, not T². A query meets its
+keys in the diagonal block and in at most one block per level, and the parts merge by their log-sum-exps:
+
+    y_n = Σ_p e^{lse_p(n) - LSE(n)} y_p(n),   LSE(n) = log Σ_p e^{lse_p(n)}.
+
+Backward (``_SoftmaxParts``): part p's scores get dS = P_p ⊙ (dy_p v_pᵀ - rowsum(dy_p ⊙ y)) with dy_p = w_p dy and
+the merged y (the gradient through lse_p folds into the row sum), which is the fused kernel's own backward called
+with the merged output in place of the part's. Reference: the materialised scores (``attention.relative_scores``)
+and a softmax, which the tests compare in float64.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
+
+from ...errors import InputError
+from .common import rotating_frame
+from .scores import _levels, _triangle_sums, decayed_scores
+
+# the diagonal blocks materialised below the flash levels; levels of half-blocks >= BASE go through the fused kernel
+BASE = 32
+
+_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+_flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+
+
+def _pad_last(x: torch.Tensor, W: int) -> torch.Tensor:
+    return x if x.shape[-1] == W else F.pad(x, (0, W - x.shape[-1]))
+
+
+def _halves(x: torch.Tensor, h: int, which: int) -> torch.Tensor:
+    """``(B, H, P, ...)`` -> the first (0) or second (1) half of every block of 2h tokens, ``(B, H, P/2h, h, ...)``
+    (a view)."""
+    B, H, P = x.shape[:3]
+    return x.view(B, H, P // (2 * h), 2, h, *x.shape[3:]).select(3, which)
+
+
+def _heads(x: torch.Tensor) -> torch.Tensor:
+    """``(B, H, n, h, W)`` -> ``(B·H, n, h, W)``, the fused kernel's (batch, heads, tokens, width); a view where
+    the strides allow."""
+    return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
+
+
+class _SoftmaxParts(torch.autograd.Function):
+    """The softmax over the diagonal blocks' materialised scores ``A0 (B, H, P/b, b, b)`` (-inf above the diagonal)
+    and over the flash levels h = b, 2b, ..., P/2 of ``qh, kh (B, H, P, R, K)`` with decays ``lam (B, H, P, K)``,
+    merged: ``y (B, H, P, V)``. The backward returns the levels' gradients of qh, kh and lam (dλ from dq̂, dk̂ as
+    in ``scores._DecayedScores``); autograd adds the diagonal blocks' through ``A0``."""
+
+    @staticmethod
+    def forward(ctx, v, A0, qh, kh, lam):
+        B, H, P, V = v.shape
+        R, K = qh.shape[-2:]
+        nb, b = A0.shape[2], A0.shape[-1]
+        W = max(R * K, V)  # the fused kernel wants one head size for q, k and v: the narrower side is zero-padded
+        vW = _pad_last(v, W).contiguous()
+        # softmax, then lse = max - log(max probability) (>= 1/b: no cancellation): exp and logsumexp of the -inf
+        # above the diagonal take CPU's slow path for underflowing results, softmax's own exp does not (4x)
+        P0 = A0.softmax(-1)
+        lse0 = A0.amax(-1) - P0.amax(-1).log()  # (B, H, P/b, b)
+        y = (P0 @ vW.view(B, H, nb, b, W)).view(B, H, P, W)  # becomes the merged output in place
+        lse = lse0.reshape(B, H, P).clone()
+        saved = []
+        for h, q2, k1, row, col in _levels(qh, kh, lam, start=b):
+            q_j = _pad_last((q2 * row).flatten(-2), W)  # (B, H, n, h, W)
+            k_j = _pad_last((k1 * col).flatten(-2), W)
+            o_j, lse_j = _flash(_heads(q_j), _heads(k_j), _heads(_halves(vW, h, 0)), scale=1.0)
+            n = q_j.shape[2]
+            lse_j = lse_j.view(B, H, n, h)
+            ys, ls = _halves(y, h, 1), _halves(lse, h, 1)  # views: merged in place
+            new = torch.logaddexp(ls, lse_j)
+            ys.mul_(torch.exp(ls - new)[..., None]).addcmul_(o_j.view(B, H, n, h, W), torch.exp(lse_j - new)[..., None])
+            ls.copy_(new)
+            saved += [q_j, k_j, lse_j, row, col]
+        ctx.save_for_backward(vW, P0, lse0, y, lse, qh, kh, *saved)
+        ctx.V = V
+        return y[..., :V]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        vW, P0, lse0, y, lse, qh, kh, *saved = ctx.saved_tensors
+        B, H, P, W = vW.shape
+        R, K = qh.shape[-2:]
+        nb, b = P0.shape[2], P0.shape[-1]
+        dyW = _pad_last(dy, W)
+        # the diagonal blocks, weight e^{lse0 - LSE}: dA0 = P0 ⊙ (dy0 v0ᵀ - rowsum(dy0 ⊙ y))
+        dy0 = dyW.view(B, H, nb, b, W) * torch.exp(lse0 - lse.view(B, H, nb, b))[..., None]
+        rows = (dy0 * y.view(B, H, nb, b, W)).sum(-1, keepdim=True)
+        dA0 = P0 * (dy0 @ vW.view(B, H, nb, b, W).transpose(-1, -2) - rows)
+        dv = (P0.transpose(-1, -2) @ dy0).view(B, H, P, W)
+        dqh, dkh = torch.zeros_like(qh), torch.zeros_like(kh)
+        h = b
+        for j in range(0, len(saved), 5):
+            q_j, k_j, lse_j, row, col = saved[j : j + 5]
+            n = q_j.shape[2]
+            dy_j = _halves(dyW, h, 1) * torch.exp(lse_j - _halves(lse, h, 1))[..., None]
+            dq, dk, dv_j = _flash_backward(
+                _heads(dy_j), _heads(q_j), _heads(k_j), _heads(_halves(vW, h, 0)), _heads(_halves(y, h, 1)),
+                _heads(lse_j), 0.0, False, scale=1.0,
+            )  # fmt: skip
+            _halves(dqh, h, 1).addcmul_(dq[..., : R * K].reshape(B, H, n, h, R, K), row)
+            _halves(dkh, h, 0).addcmul_(dk[..., : R * K].reshape(B, H, n, h, R, K), col)
+            _halves(dv, h, 0).add_(dv_j.view(B, H, n, h, W))
+            h *= 2
+        dlam = _triangle_sums((qh * dqh).addcmul_(kh, dkh, value=-1.0).sum(-2), upper=True, strict=False)
+        return dv[..., : ctx.V], dA0, dqh, dkh, dlam
+
+
+def softmax_relative_attention(q, k, v, log_mag, phase, base: int = BASE):
+    """``q, k, log_mag, phase (B, T, H, K)`` (q already scaled), ``v (B, T, H, V)``, compute dtype -> ``y (B, T,
+    H, V)`` and the float64 cumulative sums ``L, Φ (B, T, H, K)`` (the mixer's cache). ``base``: the diagonal
+    blocks' length (a power of two)."""
+    if not isinstance(base, int) or base < 2 or base & (base - 1):
+        raise InputError(f"softmax_relative_attention: base must be a power of two >= 2, got {base!r}")
+    B, T, H, K = q.shape
+    L = log_mag.double().cumsum(1)
+    Phi = phase.double().cumsum(1)
+    q, k, v, log_mag, phase = (t.transpose(1, 2) for t in (q, k, v, log_mag, phase))  # heads first
+    qh, kh, _ = rotating_frame(q, k, phase)  # (B, H, T, R, K)
+    P = 1 << max(T - 1, 0).bit_length()
+    if P != T:  # padded tokens come after every real one: no real query sees them
+        qh, kh = (F.pad(t, (0, 0, 0, 0, 0, P - T)) for t in (qh, kh))
+        v, log_mag = (F.pad(t, (0, 0, 0, P - T)) for t in (v, log_mag))
+    qh, kh, log_mag = qh.contiguous(), kh.contiguous(), log_mag.contiguous()
+    b = min(base, P)
+    R = qh.shape[-2]
+    blocks = (B, H, P // b, b)
+    A0 = decayed_scores(
+        qh.view(*blocks, R, K), kh.view(*blocks, R, K), log_mag.view(*blocks, K), upper=float("-inf")
+    )  # (B, H, P/b, b, b)
+    y = _SoftmaxParts.apply(v.contiguous(), A0, qh, kh, log_mag)
+    return y[:, :, :T].transpose(1, 2), L, Phi
