@@ -331,7 +331,7 @@ EX2_APPROX_ERROR = 2.0**-22  # PTX ex2.approx.f32, what a compiled tl.exp is on 
 def _exp_with_ex2_approx_error(monkeypatch):
     """Make the interpreter's ``tl.exp`` as inexact as a GPU's: every fp32 result too large by 2⁻²² relative (the
     interpreter's own exp is numpy's, correctly rounded). The same sign everywhere is the worst case for a scan,
-    and what an H200 showed: the real-shape test's y off by 1.1e-3 of max |y| ≈ T·2⁻²² at T = 4096."""
+    whose state then drifts by ~T·2⁻²² in a slowly decaying channel."""
     import numpy as np
     from triton.runtime.interpreter import InterpreterBuilder
 
@@ -350,11 +350,12 @@ def _exp_with_ex2_approx_error(monkeypatch):
 )
 def test_rglru_fused_keeps_fp32_precision_in_slowly_decaying_channels(gpu_exp, monkeypatch):
     """Λ̃ from −12 to 9, T = 1024, fp32: every output and gradient within 2e-5 of the fp64 reference's max. Three
-    fp32 losses this has caught, each measured here on the kernel without its fix: softplus(Λ̃) as log(1 + e^Λ̃) and
-    β² as 1 − e^{2 log a} (off by 1.2e-4 to 6.5e-4 with Λ̃ from −12 to 4; softplus(−12) = 6e-6); Kahan's correction of β² applied to
-    a subnormal e^{2 log a} (Λ̃ near 9, y off by 2.1e-3, as an H200 saw at the real shape: 5.2e-3); and, with the
-    GPU's exp error emulated (``ex2-approx``), a = e^{log a} straight from ``tl.exp`` (y off by 3.7e-4; bound
-    6.1e-5 at max |y| 3.1). ``_exp_near_one``, ``_one_minus_exp`` and ``_softplus`` in ``ops/rglru/triton.py``."""
+    fp32 losses this has caught, each measured on the kernel without its fix: softplus(Λ̃) as log(1 + e^Λ̃) and β²
+    as 1 − e^{2 log a} (off by 1.2e-4 to 6.5e-4 with Λ̃ from −12 to 4; softplus(−12) = 6e-6); Kahan's correction
+    of β² applied to a subnormal e^{2 log a} (Λ̃ near 9, y off by 2.1e-3, as an H200 saw at the real shape:
+    5.2e-3); and, with the GPU's exp error emulated (``ex2-approx``), a = e^{log a} straight from ``tl.exp`` (y off
+    by 3.7e-4; bound 6.1e-5 at max |y| 3.1). ``_exp_near_one``, ``_one_minus_exp`` and ``_softplus`` in
+    ``ops/rglru/triton.py``."""
     from seqzoo.ops.rglru.triton import rglru_fused_triton
 
     if gpu_exp:

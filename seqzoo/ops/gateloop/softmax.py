@@ -104,10 +104,9 @@ class _SoftmaxParts(torch.autograd.Function):
         dA0 = P0 * (dy0 @ vW.view(B, H, nb, b, W).transpose(-1, -2) - rows)
         dv = (P0.transpose(-1, -2) @ dy0).view(B, H, P, W)
         dqh, dkh = torch.zeros_like(qh), torch.zeros_like(kh)
-        h = b
         for j in range(0, len(saved), 5):
             q_j, k_j, lse_j, row, col = saved[j : j + 5]
-            n = q_j.shape[2]
+            n, h = q_j.shape[2:4]
             dy_j = _halves(dyW, h, 1) * torch.exp(lse_j - _halves(lse, h, 1))[..., None]
             dq, dk, dv_j = _flash_backward(
                 _heads(dy_j), _heads(q_j), _heads(k_j), _heads(_halves(vW, h, 0)), _heads(_halves(y, h, 1)),
@@ -116,7 +115,6 @@ class _SoftmaxParts(torch.autograd.Function):
             _halves(dqh, h, 1).addcmul_(dq[..., : R * K].reshape(B, H, n, h, R, K), row)
             _halves(dkh, h, 0).addcmul_(dk[..., : R * K].reshape(B, H, n, h, R, K), col)
             _halves(dv, h, 0).add_(dv_j.view(B, H, n, h, W))
-            h *= 2
         dlam = _triangle_sums((qh * dqh).addcmul_(kh, dkh, value=-1.0).sum(-2), upper=True, strict=False)
         return dv[..., : ctx.V], dA0, dqh, dkh, dlam
 
