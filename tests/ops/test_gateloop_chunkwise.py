@@ -2,7 +2,8 @@
 against the fp64 per-token loop ``gateloop_naive``: outputs, final states, gradients of q, k, v, log|a|, θ and the
 initial state; odd T and chunk sizes that are not powers of two (padding); carried states; fp32 at T = 4096 with
 strong decays (log|a| down to -1e4) without overflow or NaN. The hierarchical score matrix against its pairwise
-reference. Closeness: ``tests/helpers.py``.
+reference, through both of its implementations (the matmul levels and the C loop of scores_native.py). Closeness:
+``tests/helpers.py``.
 """
 
 import json
@@ -14,12 +15,17 @@ from helpers import GRAD_SCALE, assert_close
 
 from seqzoo.errors import InputError
 from seqzoo.mixers.gateloop_softmax import softmax_gateloop_attention
+from seqzoo.ops.gateloop import scores_native
 from seqzoo.ops.gateloop.attention import gateloop_attention, relative_scores
 from seqzoo.ops.gateloop.bench import main as bench_main
 from seqzoo.ops.gateloop.chunkwise import gateloop_chunkwise
 from seqzoo.ops.gateloop.common import rotating_frame
 from seqzoo.ops.gateloop.naive import gateloop_naive
 from seqzoo.ops.gateloop.scores import decayed_scores, decayed_scores_naive
+
+needs_c = pytest.mark.skipif(scores_native.unavailable() is not None, reason="no C compiler builds scores.c")
+# the two implementations of decayed_scores: the matmul levels, and the C loop (where a compiler builds it)
+IMPLS = [pytest.param(False, id="matmul"), pytest.param(True, id="native", marks=needs_c)]
 
 
 def make(B=2, T=37, H=3, K=4, V=5, dtype=torch.float64, seed=0, state=True, real=False, pre=None):
@@ -49,40 +55,45 @@ def outputs_and_grads(fn, args):
     return y, S, torch.autograd.grad(loss, wrt)
 
 
-@pytest.mark.parametrize("P", [1, 2, 4, 8, 64])
-@pytest.mark.parametrize("R", [1, 2])
-def test_decayed_scores_equal_pairwise_reference(P, R):
+@pytest.mark.parametrize("native", IMPLS)
+@pytest.mark.parametrize("P", [1, 2, 4, 8, 16, 64])  # 1, 2, 4: shorter than one vector of the C loop
+@pytest.mark.parametrize("R", [1, 2, 3])  # 3: the C backward's odd r
+def test_decayed_scores_equal_pairwise_reference(P, R, native):
     g = torch.Generator().manual_seed(P + R)
     q, k = (torch.randn(3, P, R, 5, generator=g, dtype=torch.float64) for _ in range(2))
     lam = F.logsigmoid(3 * torch.randn(3, P, 5, generator=g, dtype=torch.float64))
-    assert_close(decayed_scores(q, k, lam), decayed_scores_naive(q, k, lam), 1e-13)
+    assert_close(decayed_scores(q, k, lam, native=native), decayed_scores_naive(q, k, lam), 1e-13)
 
 
-@pytest.mark.parametrize("P", [1, 2, 4, 8, 64, 128])  # 128: the float64 cumulative sums beyond 64 tokens
-def test_decayed_scores_hand_written_backward_equals_autograd_of_the_reference(P):
+@pytest.mark.parametrize("native", IMPLS)
+@pytest.mark.parametrize("P", [1, 2, 4, 8, 16, 64, 128])  # 128: the float64 cumulative sums beyond 64 tokens
+@pytest.mark.parametrize("R", [2, 3])
+def test_decayed_scores_hand_written_backward_equals_autograd_of_the_reference(P, R, native):
     g = torch.Generator().manual_seed(P)
-    q, k = (torch.randn(2, P, 2, 3, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    q, k = (torch.randn(2, P, R, 3, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
     lam = F.logsigmoid(3 * torch.randn(2, P, 3, generator=g, dtype=torch.float64)).requires_grad_(True)
     dA = torch.randn(2, P, P, generator=g, dtype=torch.float64).tril()  # entries above the diagonal are constants
-    got = torch.autograd.grad((decayed_scores(q, k, lam) * dA).sum(), (q, k, lam))
+    got = torch.autograd.grad((decayed_scores(q, k, lam, native=native) * dA).sum(), (q, k, lam))
     ref = torch.autograd.grad((decayed_scores_naive(q, k, lam) * dA).sum(), (q, k, lam))
     for name, a, b in zip(("dq", "dk", "dlam"), got, ref):
         assert_close(a, b, 1e-12, name=f"P={P} {name}")
     if P <= 8:
-        assert torch.autograd.gradcheck(decayed_scores, (q, k, lam), fast_mode=True)
+        fn = lambda q, k, lam: decayed_scores(q, k, lam, native=native)  # noqa: E731
+        assert torch.autograd.gradcheck(fn, (q, k, lam), fast_mode=True)
 
 
-def test_decayed_scores_strong_decay_fp32_finite_and_exact():
+@pytest.mark.parametrize("native", IMPLS)
+def test_decayed_scores_strong_decay_fp32_finite_and_exact(native):
     # log|a| from -1e4 (a reset) to -1e-9 (|a| ≈ 1): an e^{b_τ}·e^{-b_σ} factorisation would overflow here
     g = torch.Generator().manual_seed(7)
     P, K = 64, 6
     q, k = (torch.randn(2, P, 2, K, generator=g, dtype=torch.float64) for _ in range(2))
     lam = -torch.exp(torch.empty(2, P, K, dtype=torch.float64).uniform_(-20, 9.3, generator=g))
     ref = decayed_scores_naive(q, k, lam)
-    got = decayed_scores(q.float(), k.float(), lam.float())
+    got = decayed_scores(q.float(), k.float(), lam.float(), native=native)
     assert_close(got, ref, 1e-5)
     with pytest.raises(InputError, match="power of two"):
-        decayed_scores(q[:, :6], k[:, :6], lam[:, :6])
+        decayed_scores(q[:, :6], k[:, :6], lam[:, :6], native=native)
 
 
 def test_long_block_scores_hold_no_subnormal_floats():
@@ -229,3 +240,67 @@ def test_op_benchmark_runs_at_tiny_size(tmp_path):
     for key in ("loop_over_chunkwise", "chunkwise_over_mlstm", "attention_over_chunkwise"):
         assert res[f"fwd_{key}"] > 0 and res[f"fwdbwd_{key}"] > 0
     assert res["mlstm_shape"]["K"] == 2 * res["shape"]["K"]
+
+
+@needs_c
+def test_native_scores_hold_no_subnormal_products(monkeypatch):
+    """The C loop's running products of the factors, where their sums cross e^-87 (float32's subnormal range, where
+    CPU arithmetic is ~100x slower): the products below e^-30 are set to 0 (no subnormal ever arises, so none is in
+    A), A stays within float32 rounding of the float64 pairwise reference, and the flush is what keeps them out: with
+    the threshold lowered to e^-120 the same scores do hold subnormal entries."""
+    g = torch.Generator().manual_seed(3)
+    P, K = 64, 1  # one dimension: an entry is one product, so a subnormal product shows in A
+    q, k = (torch.ones(2, P, 2, K, dtype=torch.float64) + 0.1 * torch.randn(2, P, 2, K, generator=g) for _ in "qk")
+    lam = -torch.empty(2, P, K, dtype=torch.float64).uniform_(1.0, 3.0, generator=g)  # sums reach -190
+    ref = decayed_scores_naive(q, k, lam)
+    tiny = torch.finfo(torch.float32).tiny
+    assert ((ref != 0) & (ref.abs() < tiny)).any()
+    subnormal = lambda A: ((A != 0) & (A.abs() < tiny)).any().item()  # noqa: E731
+    got = decayed_scores(q.float(), k.float(), lam.float(), native=True)
+    assert not subnormal(got)
+    assert_close(got, ref, 1e-5)
+    monkeypatch.setitem(scores_native._LOG_FLUSH, torch.float32, -120.0)
+    assert subnormal(decayed_scores(q.float(), k.float(), lam.float(), native=True))
+
+
+@needs_c
+def test_decayed_scores_dispatch(monkeypatch):
+    """Blocks up to NATIVE_UP_TO tokens of CPU float32 / float64 take the C loop, longer ones the matmul levels;
+    native=True on operands it cannot take is an error naming why, not a silent fallback."""
+    from seqzoo.ops.gateloop.scores import NATIVE_UP_TO
+
+    calls = []
+    real = scores_native.decayed_scores_native
+    monkeypatch.setattr(scores_native, "decayed_scores_native", lambda *a: calls.append(a[0].shape[-3]) or real(*a))
+    short, long = NATIVE_UP_TO, 2 * NATIVE_UP_TO
+    q, lam = torch.randn(2, long, 2, 3), -torch.rand(2, long, 3)
+    decayed_scores(q[:, :short], q[:, :short], lam[:, :short])
+    decayed_scores(q, q, lam)
+    decayed_scores(q[:, :short], q[:, :short], lam[:, :short], native=False)
+    assert calls == [short]
+    decayed_scores(q, q, lam, native=True)
+    assert calls == [short, long]
+    with pytest.raises(InputError, match="native=True needs CPU float32 / float64"):
+        decayed_scores(q.bfloat16(), q.bfloat16(), lam.bfloat16(), native=True)
+    assert decayed_scores(q.bfloat16(), q.bfloat16(), lam.bfloat16()).dtype == torch.bfloat16  # the matmul levels
+
+
+@needs_c
+def test_native_scores_split_across_threads_equal_one_thread():
+    """The blocks are split across PyTorch's intra-op threads (uneven shares: 7 blocks over 3 threads): the same
+    scores and gradients, bit for bit, as one thread."""
+    g = torch.Generator().manual_seed(5)
+    q, k = (torch.randn(7, 16, 2, 3, generator=g, dtype=torch.float64, requires_grad=True) for _ in "qk")
+    lam = F.logsigmoid(torch.randn(7, 16, 3, generator=g, dtype=torch.float64)).requires_grad_(True)
+    dA = torch.randn(7, 16, 16, generator=g, dtype=torch.float64)
+    threads = torch.get_num_threads()
+    runs = []
+    try:
+        for n in (1, 3):
+            torch.set_num_threads(n)
+            A = decayed_scores(q, k, lam, native=True)
+            runs.append((A, *torch.autograd.grad((A * dA).sum(), (q, k, lam))))
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)

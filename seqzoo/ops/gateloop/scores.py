@@ -80,15 +80,38 @@ def suffix_sums(x: torch.Tensor) -> torch.Tensor:
     return _triangle_sums(x, upper=True, strict=True)
 
 
-def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: float = 0.0):
+# blocks up to this length take the C loop where it fits (scores_native.py); longer ones the matmul construction
+NATIVE_UP_TO = 128
+
+
+def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: float = 0.0, native: bool | None = None):
     """``q, k (..., P, R, K)``, ``lam (..., P, K)`` (<= 0), P a power of two -> ``A (..., P, P)`` (see the module).
 
     ``upper``: the value above the diagonal (``-inf`` hands a causal softmax its mask for free). Differentiable in
-    ``q``, ``k`` and ``lam`` through ``_DecayedScores``' own backward."""
+    ``q``, ``k`` and ``lam`` through ``_DecayedScores``' own backward. ``native``: None picks the C loop of
+    ``scores_native.py`` for CPU float32 / float64 blocks of up to ``NATIVE_UP_TO`` tokens where it builds, True
+    requires it, False keeps the matmul construction."""
     P = q.shape[-3]
     if P & (P - 1):
         raise InputError(f"decayed_scores: the block length P must be a power of two, got {P}")
-    return _DecayedScores.apply(q, k, lam.to(q.dtype), upper)
+    lam = lam.to(q.dtype)
+    if native is not False and (native or P <= NATIVE_UP_TO):
+        from . import scores_native
+
+        if scores_native.fits(q, k, lam):
+            return scores_native.decayed_scores_native(q, k, lam, upper)
+        if native:
+            raise InputError(
+                "decayed_scores: native=True needs CPU float32 / float64 operands of one dtype and the built C "
+                f"library ({scores_native.unavailable() or 'autocast or torch.compile is active'})"
+            )
+    return _DecayedScores.apply(q, k, lam, upper)
+
+
+def _dlam_from(q: torch.Tensor, k: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor) -> torch.Tensor:
+    """dλ_j = Σ_{τ>=j} Σ_R (q_τ dq_τ - k_τ dk_τ) for scores that depend on λ only through Σ_{σ<j<=τ} λ_j: a pair
+    on one side of j enters both terms and cancels, so exactly the pairs with σ < j <= τ remain."""
+    return _triangle_sums((q * dq).addcmul_(k, dk, value=-1.0).sum(-2), upper=True, strict=False)
 
 
 # in half-blocks longer than _MATMUL_SUMS / 2 tokens (the surrogate-attention and softmax forms, one block of T
@@ -175,10 +198,7 @@ class _DecayedScores(torch.autograd.Function):
                 dk1.add_(dks)
             else:
                 dk1.addcmul_(dks, col)
-        # dλ from dq and dk, not per level: A_τσ depends on λ_j for σ < j <= τ, and Σ_{τ>=j} (q_τ·dq_τ - k_τ·dk_τ)
-        # is the sum over exactly those pairs (a pair on one side of j enters both terms and cancels)
-        dlam = _triangle_sums((q * dq).addcmul_(k, dk, value=-1.0).sum(-2), upper=True, strict=False)
-        return dq, dk, dlam, None
+        return dq, dk, _dlam_from(q, k, dq, dk), None  # dλ from dq and dk, not per level
 
 
 @functools.lru_cache(maxsize=64)

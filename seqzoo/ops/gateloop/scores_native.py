@@ -1,0 +1,109 @@
+"""``decayed_scores`` of short blocks through ``scores.c``: a running product of the decay factors per row.
+
+    A_τσ = Σ_{r,d} q_τrd k_σrd w_τσd,   w_τσd = Π_{σ<j<=τ} e^{λ_jd}      (σ <= τ)
+
+The hierarchical matmuls of ``scores.py`` need no exponent of a long sum either, but on CPU their log₂P levels of
+small matmuls, decay factors and one scatter are many passes over small tensors (its forward and backward were 28 %
+of a ``gateloop_softmax`` training step at T = 1,024 with 32-token blocks). The C loop makes one pass per block:
+O(P²·R·K) multiply-adds, as many as the matmuls, without their bookkeeping. Factors and products below e^-30
+(float32; e^-340 in float64) are set to 0 (``_LOG_FLUSH``). The backward writes dq, dk in C and takes dλ from them
+(``scores._dlam_from``). For contiguous-able float32 / float64 CPU tensors where the library builds (not under
+autocast or ``torch.compile``); ``scores.decayed_scores`` picks it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from ..native_build import SUFFIX, NativeLibrary, pointer
+
+_i64, _ptr, _f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
+_LIB = NativeLibrary(
+    Path(__file__).with_name("scores.c"),
+    "gateloop-scores",
+    {
+        **{f"gateloop_scores_forward_{s}": [_i64] * 4 + [_ptr] * 3 + [_f64, _f64, _ptr] for s in SUFFIX.values()},
+        **{f"gateloop_scores_backward_{s}": [_i64] * 4 + [_ptr] * 3 + [_f64] + [_ptr] * 3 for s in SUFFIX.values()},
+    },
+)
+library, unavailable = _LIB.library, _LIB.unavailable
+
+# factors and products below e^FLUSH are set to 0: e^-30 ≈ 1e-13 is far below a float32 score's rounding, and the
+# threshold's square must be a normal number, so that no product of two kept factors is subnormal (~100x slower)
+_LOG_FLUSH = {torch.float32: -30.0, torch.float64: -340.0}
+
+
+def _factors(lam: torch.Tensor) -> torch.Tensor:
+    """e^λ, 0 below the flush threshold; clamped first (an exp whose result underflows is ~40x slower on CPU)."""
+    low = _LOG_FLUSH[lam.dtype]
+    return lam.clamp_min(low).exp_().masked_fill_(lam < low, 0.0).contiguous()
+
+
+def fits(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> bool:
+    """Whether ``decayed_scores_native`` can take these operands (else the matmul construction)."""
+    return (
+        q.dtype in SUFFIX
+        and all(t.device.type == "cpu" and t.dtype == q.dtype for t in (q, k, lam))
+        and not torch.is_autocast_enabled("cpu")
+        and not torch.compiler.is_compiling()  # a C call would break the compiled graph
+        and library() is not None
+    )
+
+
+def _blocks(N: int, call) -> None:
+    """``call(n0, n1)`` over the N blocks, split across PyTorch's intra-op threads (the C loop is single-threaded,
+    and ctypes releases the GIL while it runs); a non-zero return is an allocation failure."""
+    threads = min(torch.get_num_threads(), N)
+    if N == 0:
+        return
+    if threads <= 1:
+        rcs = [call(0, N)]
+    else:
+        cuts = [N * i // threads for i in range(threads + 1)]
+        with ThreadPoolExecutor(threads) as pool:
+            rcs = list(pool.map(call, cuts[:-1], cuts[1:]))
+    if any(rcs):
+        raise MemoryError("gateloop decayed scores (scores.c): cannot allocate a block's buffers")
+
+
+class _NativeScores(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, lam, upper):
+        *lead, P, R, K = q.shape
+        q, k, a = q.contiguous(), k.contiguous(), _factors(lam)
+        N = math.prod(lead)
+        A = q.new_empty(*lead, P, P)
+        flush, fn = math.exp(_LOG_FLUSH[q.dtype]), getattr(library(), f"gateloop_scores_forward_{SUFFIX[q.dtype]}")
+        qf, kf, af, Af = (t.view(N, -1) if N else None for t in (q, k, a, A))
+        _blocks(N, lambda n0, n1: fn(n1 - n0, P, R, K, *(pointer(t[n0]) for t in (qf, kf, af)), flush, float(upper),
+                                     pointer(Af[n0])))  # fmt: skip
+        ctx.save_for_backward(q, k, a)
+        return A
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dA):
+        from .scores import _dlam_from  # scores.py imports this module
+
+        q, k, a = ctx.saved_tensors
+        *lead, P, R, K = q.shape
+        dA = dA.to(q.dtype).contiguous()
+        dq, dk = torch.empty_like(q), torch.empty_like(k)
+        N = math.prod(lead)
+        flush, fn = math.exp(_LOG_FLUSH[q.dtype]), getattr(library(), f"gateloop_scores_backward_{SUFFIX[q.dtype]}")
+        qf, kf, af, dAf, dqf, dkf = (t.view(N, -1) if N else None for t in (q, k, a, dA, dq, dk))
+        _blocks(N, lambda n0, n1: fn(n1 - n0, P, R, K, *(pointer(t[n0]) for t in (qf, kf, af)), flush,
+                                     *(pointer(t[n0]) for t in (dAf, dqf, dkf))))  # fmt: skip
+        return dq, dk, _dlam_from(q, k, dq, dk), None
+
+
+def decayed_scores_native(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: float = 0.0) -> torch.Tensor:
+    """``q, k (..., P, R, K)``, ``lam (..., P, K)`` (<= 0, one dtype, CPU; ``fits``) -> ``A (..., P, P)`` with
+    ``upper`` above the diagonal; any P."""
+    return _NativeScores.apply(q, k, lam, upper)
