@@ -304,3 +304,17 @@ def test_native_scores_split_across_threads_equal_one_thread():
         torch.set_num_threads(threads)
     for a, b in zip(*runs):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("native", IMPLS)
+def test_nan_decay_is_not_hidden(native):
+    """A NaN decay (a diverged gate) reaches every score that depends on it, as in the reference: the flush of
+    small factors must not turn it into a 0."""
+    g = torch.Generator().manual_seed(11)
+    q, k = (torch.randn(2, 16, 2, 3, generator=g) for _ in "qk")
+    lam = -torch.rand(2, 16, 3, generator=g)
+    lam[1, 5, 1] = float("nan")
+    ref = decayed_scores_naive(q.double(), k.double(), lam.double())
+    got = decayed_scores(q, k, lam, native=native)
+    assert ref.isnan().any()
+    assert got[ref.isnan()].isnan().all()

@@ -45,7 +45,7 @@ static inline int64_t span(int64_t t) { return (t + LANES) / LANES * LANES; }
     /* row t's factors of the vector at c: w_t,s = w_t-1,s a_t for s < t (flushed below thr), w_t,t = 1 */  \
     static inline vec_##SFX next_factors_##SFX(vec_##SFX *wp, T at, vec_##SFX unit, vec_##SFX thr) {       \
         vec_##SFX w = *wp * at;                                                                             \
-        w = (vec_##SFX)((ivec_##SFX)w & (ivec_##SFX)(w >= thr)) + unit;                                     \
+        w = (vec_##SFX)((ivec_##SFX)w & ~(ivec_##SFX)(w < thr)) + unit; /* NaN kept, not flushed */        \
         *wp = w;                                                                                            \
         return w;                                                                                           \
     }                                                                                                       \
