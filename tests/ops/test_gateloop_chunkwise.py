@@ -283,6 +283,8 @@ def test_decayed_scores_dispatch(monkeypatch):
     with pytest.raises(InputError, match="native=True needs CPU float32 / float64"):
         decayed_scores(q.bfloat16(), q.bfloat16(), lam.bfloat16(), native=True)
     assert decayed_scores(q.bfloat16(), q.bfloat16(), lam.bfloat16()).dtype == torch.bfloat16  # the matmul levels
+    with pytest.raises(InputError, match="native must be None, True or False"):
+        decayed_scores(q, q, lam, native="yes")
 
 
 @needs_c

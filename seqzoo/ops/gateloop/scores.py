@@ -21,6 +21,9 @@ surrogate-attention form over thousands of tokens, where fp32 summation error wo
 difference of float64 prefix sums.
 Work: log₂P batched matmuls with O(P²·R·K) flops in all, plus O(P·K·log₂P) exponentials; the entries are placed
 by one scatter into a zero (P, P) matrix.
+On CPU, blocks of up to ``NATIVE_UP_TO`` tokens take a C loop instead (``scores_native.py``: a running product of
+the factors per row, the same flops without the levels' small passes); ``decayed_scores(native=False)`` keeps this
+construction.
 Reference: ``decayed_scores_naive`` (the pairwise exponents, built as segment sums).
 """
 
@@ -94,6 +97,8 @@ def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: f
     P = q.shape[-3]
     if P & (P - 1):
         raise InputError(f"decayed_scores: the block length P must be a power of two, got {P}")
+    if native not in (None, True, False):
+        raise InputError(f"decayed_scores: native must be None, True or False, got {native!r}")
     lam = lam.to(q.dtype)
     if native is not False and (native or P <= NATIVE_UP_TO):
         from . import scores_native
