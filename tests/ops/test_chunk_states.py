@@ -76,3 +76,18 @@ def test_mixed_dtypes_are_refused():
         chunk_states(
             torch.zeros(1, 1, 2, 1, 1), torch.zeros(1, 1, 2, 3, 3, dtype=torch.float64), torch.zeros(1, 1, 3, 3)
         )
+
+
+@pytest.mark.parametrize("block", [1, 7, 1 << 18])  # one row per pass, passes with a remainder, all rows at once
+def test_scalar_decay_gradient_in_row_blocks(monkeypatch, block):
+    """The scalar decay's gradient Σ G ⊙ Z is summed over blocks of rows (``_row_dots``): any block size gives the
+    reference's gradient."""
+    from seqzoo.ops import chunk_states as cs
+
+    monkeypatch.setattr(cs, "_DOT_BLOCK_ELEMENTS", block)
+    fast_in = _inputs((4, 3), (1, 1), N=5)
+    ref_in = [t.detach().clone().requires_grad_() for t in fast_in]
+    w = torch.randn(fast_in[1].shape, dtype=torch.float64)
+    (cs.chunk_states(*fast_in)[0] * w).sum().backward()
+    (reference_chunk_states(*ref_in)[0] * w).sum().backward()
+    torch.testing.assert_close(fast_in[0].grad, ref_in[0].grad, rtol=1e-12, atol=1e-12)
