@@ -131,8 +131,13 @@ def _decay(x: torch.Tensor, h: int) -> torch.Tensor:
     """e^x (x <= 0) for sums over half-blocks of h tokens; see ``_FLUSH_BELOW``."""
     if h <= _MATMUL_SUMS // 2 or x.dtype == torch.float64:
         return x.exp()
-    # clamped first: an exp whose result underflows takes a slow path on CPU (~40x the time of one that does not)
-    return x.clamp_min(_FLUSH_BELOW - 1.0).exp_().masked_fill_(x < _FLUSH_BELOW, 0.0)
+    return flushed_exp(x, _FLUSH_BELOW)
+
+
+def flushed_exp(x: torch.Tensor, below: float) -> torch.Tensor:
+    """e^x with 0 where x < ``below``; clamped first: an exp whose result underflows takes a slow path on CPU (~40x
+    the time of one that does not)."""
+    return x.clamp_min(below - 1.0).exp_().masked_fill_(x < below, 0.0)
 
 
 def _levels(q, k, lam, start: int = 1):

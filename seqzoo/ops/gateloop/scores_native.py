@@ -22,6 +22,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..native_build import SUFFIX, NativeLibrary, pointer
+from .scores import _FLUSH_BELOW, _dlam_from, flushed_exp  # scores.py imports this module only inside a call
 
 _i64, _ptr, _f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
 _LIB = NativeLibrary(
@@ -34,15 +35,15 @@ _LIB = NativeLibrary(
 )
 library, unavailable = _LIB.library, _LIB.unavailable
 
-# factors and products below e^FLUSH are set to 0: e^-30 ≈ 1e-13 is far below a float32 score's rounding, and the
-# threshold's square must be a normal number, so that no product of two kept factors is subnormal (~100x slower)
-_LOG_FLUSH = {torch.float32: -30.0, torch.float64: -340.0}
+# factors and products below e^FLUSH are set to 0: float32 uses the matmul construction's threshold (e^-30 ≈ 1e-13,
+# far below a float32 score's rounding); the threshold's square must be a normal number, so that no product of two
+# kept factors is subnormal (~100x slower)
+_LOG_FLUSH = {torch.float32: _FLUSH_BELOW, torch.float64: -340.0}
 
 
 def _factors(lam: torch.Tensor) -> torch.Tensor:
-    """e^λ, 0 below the flush threshold; clamped first (an exp whose result underflows is ~40x slower on CPU)."""
-    low = _LOG_FLUSH[lam.dtype]
-    return lam.clamp_min(low).exp_().masked_fill_(lam < low, 0.0).contiguous()
+    """e^λ, 0 below the flush threshold."""
+    return flushed_exp(lam, _LOG_FLUSH[lam.dtype]).contiguous()
 
 
 def fits(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> bool:
@@ -59,9 +60,9 @@ def fits(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> bool:
 def _blocks(N: int, call) -> None:
     """``call(n0, n1)`` over the N blocks, split across PyTorch's intra-op threads (the C loop is single-threaded,
     and ctypes releases the GIL while it runs); a non-zero return is an allocation failure."""
-    threads = min(torch.get_num_threads(), N)
     if N == 0:
         return
+    threads = min(torch.get_num_threads(), N)
     if threads <= 1:
         rcs = [call(0, N)]
     else:
@@ -89,8 +90,6 @@ class _NativeScores(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dA):
-        from .scores import _dlam_from  # scores.py imports this module
-
         q, k, a = ctx.saved_tensors
         *lead, P, R, K = q.shape
         dA = dA.to(q.dtype).contiguous()
