@@ -16,10 +16,11 @@ ops under it). What it cannot see or miscounts, and how the test handles it:
   loops they replace (``native.library`` reports no library while counting);
 * two fast CPU paths issue other ops than the useful matmuls the formula counts: the causal conv's C loops
   (``ops/causal_conv/native.c``, invisible; turned off while counting) or its PyTorch shifted multiply-adds
-  (``ops/causal_conv/torch_conv.py: _ShiftedTaps``, elementwise, so not counted) and the mLSTM's
-  grouped block-diagonal q/k/v matmuls (``mixers/mlstm.py: headwise``, 8x the useful flops in zeros). While
-  counting, the conv runs as the depthwise ``F.conv1d`` it equals (tests/ops/test_causal_conv.py holds the two
-  equal through the naive loop) and the q/k/v blocks as one bmm each (``_GROUP_MIN_TOKENS`` out of reach).
+  (``ops/causal_conv/torch_conv.py: _ShiftedTaps``, elementwise, so not counted) and the mLSTM's q/k/v maps
+  with its gates (``ops/mlstm/headwise.py``: C loops, invisible, or grouped block-diagonal matmuls, 8x the
+  useful flops in zeros). While counting, the conv runs as the depthwise ``F.conv1d`` it equals
+  (tests/ops/test_causal_conv.py holds the two equal through the naive loop) and the q/k/v blocks as one bmm
+  each, the gates as matmuls (``_GROUP_MIN_TOKENS`` out of reach).
 
 Forward counts must match to 1e-6 relative (same matmuls, same shapes). A training step (forward + backward)
 must match ``3 × forward`` within 10 %: the backward of a product whose operand needs no gradient is skipped,
@@ -36,9 +37,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-import seqzoo.mixers.mlstm as mlstm
 import seqzoo.ops.causal_conv as causal_conv
 import seqzoo.ops.causal_conv.torch_conv as torch_conv
+import seqzoo.ops.mlstm.headwise as mlstm_headwise
 import seqzoo.ops.slstm.native as slstm_native
 from seqzoo.bench.flops import gemm_gflops, layer_flops, mean_visible_keys, model_flops
 from seqzoo.bench.models import FAMILIES, family_config
@@ -65,7 +66,7 @@ def counted(cfg, T: int, backward: bool) -> float:
     with (
         mock.patch.object(causal_conv, "native_unfit", lambda *a: "counting FLOPs"),
         mock.patch.object(torch_conv._ShiftedTaps, "apply", _conv_as_conv1d),
-        mock.patch.object(mlstm, "_GROUP_MIN_TOKENS", 1 << 62),
+        mock.patch.object(mlstm_headwise, "_GROUP_MIN_TOKENS", 1 << 62),
         mock.patch.object(slstm_native, "library", lambda: None),
         sdpa_kernel(SDPBackend.MATH),
         FlopCounterMode(display=False, custom_mapping=COUNT_ALSO) as fc,

@@ -148,11 +148,14 @@ def test_model_trains_and_generates():
 @pytest.mark.parametrize("bs_out", [4, 2])
 @pytest.mark.parametrize("nb", [3, 16, 7])  # one group of 3; two groups of 8 blocks; 7 blocks in groups of 7
 @pytest.mark.parametrize("T", [5, 40])  # 10 tokens: one bmm over the blocks (decoding); 80: the grouped matmuls
-def test_headwise_matches_einsum_and_gradcheck(bs_out, nb, T):
+@pytest.mark.parametrize("path", ["dispatch", "matmul"])  # the dispatcher takes the C path for 4 x 4 from 64 tokens
+def test_headwise_matches_einsum_and_gradcheck(bs_out, nb, T, path):
     """The block-diagonal q/k/v map (bmm over groups of blocks, saving x rather than its block-major copy) against
     the einsum it replaces, with and without autograd, and its hand-written backward by gradcheck (float64)."""
-    from seqzoo.mixers.mlstm import _group, headwise
+    from seqzoo.ops.mlstm.headwise import _group, headwise_matmul
+    from seqzoo.ops.mlstm.headwise import headwise as dispatched
 
+    headwise = dispatched if path == "dispatch" else headwise_matmul
     assert _group(128, 4) == 8 and _group(7, 4) == 7 and _group(5, 64) == 1
     g = torch.Generator().manual_seed(nb + T)
     x = torch.randn(2, T, nb * 4, dtype=torch.float64, generator=g, requires_grad=True)

@@ -15,7 +15,6 @@ The cell ops live in ``seqzoo.ops.mlstm`` (modes "recurrent", "parallel", "chunk
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -28,6 +27,7 @@ from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
 from ..ops.mlstm import FORGET_GATES, mlstm, triton_fits
 from ..ops.mlstm.common import compute_dtype, log_forget
+from ..ops.mlstm.headwise import headwise, linear_parts, qkv_gates
 from ..ops.mlstm.output import head_norm, mlstm_output
 from ..ops.mlstm.recurrent import mlstm_step
 from .base import Mixer, register_mixer
@@ -51,95 +51,6 @@ class MLSTMState:
 
 def round_up(x: float, multiple: int) -> int:
     return int(math.ceil(x / multiple) * multiple)
-
-
-# blocks are computed in groups of this many input features: a (G·bs) x (G·bs) block-diagonal matmul per group does
-# G times the useful flops, but at GEMM speed, where a batched matmul with an inner size of 4 runs far below it
-_GROUP_WIDTH = 32
-
-
-# below this many tokens (decoding) the blocks are one bmm as they are: building the grouped weight costs more
-_GROUP_MIN_TOKENS = 64
-
-
-@functools.cache  # asked on every q/k/v map, forward and backward
-def _group(nb: int, bs: int) -> int:
-    """How many blocks share one group matmul: the largest divisor of nb with G·bs <= ``_GROUP_WIDTH`` (>= 1)."""
-    return max(g for g in range(1, nb + 1) if nb % g == 0 and g * bs <= max(bs, _GROUP_WIDTH))
-
-
-def _group_for(x: torch.Tensor, nb: int, bs: int) -> int:
-    """The group size for input ``x`` (..., nb·bs): ``_group`` from ``_GROUP_MIN_TOKENS`` tokens on, else 1."""
-    return _group(nb, bs) if x.numel() >= _GROUP_MIN_TOKENS * x.shape[-1] else 1
-
-
-def _grouped_weight(weight: torch.Tensor, G: int) -> torch.Tensor:
-    """``(nb, bs_out, bs_in)`` -> ``(nb/G, G·bs_out, G·bs_in)``: each group's blocks on a block diagonal."""
-    if G == 1:
-        return weight
-    nb, bo, bi = weight.shape
-    wg = weight.new_zeros(nb // G, G, G, bo, bi)
-    idx = torch.arange(G, device=weight.device)
-    wg[:, idx, idx] = weight.view(nb // G, G, bo, bi)
-    return wg.permute(0, 1, 3, 2, 4).reshape(nb // G, G * bo, G * bi)
-
-
-def _headwise_bmm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    nb, bs_out, bs_in = weight.shape
-    G = _group_for(x, nb, bs_in)
-    y = torch.bmm(x.reshape(-1, nb // G, G * bs_in).transpose(0, 1), _grouped_weight(weight, G).transpose(1, 2))
-    return y.transpose(0, 1).reshape(*x.shape[:-1], nb * bs_out)  # y was (nb/G, N, G·bs_out)
-
-
-def _matmul_dtype(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
-    """The dtype ``bmm`` would compute the map in: autocast's where it is on for x's device, else the inputs'."""
-    if torch.is_autocast_enabled(x.device.type):
-        return torch.get_autocast_dtype(x.device.type)
-    return torch.promote_types(x.dtype, weight.dtype)
-
-
-class _Headwise(torch.autograd.Function):
-    """Saves ``x`` itself (which the layer keeps anyway) instead of the block-major copy that ``bmm`` would save:
-    6 of an mLSTM layer's ~58 MB of training activations at T = 1024 (3 maps); backward redoes the transpose. The
-    weight gradient is the group matmul's full (G·bs_out x G·bs_in) gradient, of which the diagonal blocks are kept:
-    6x faster on CPU than a batched matmul of (bs_out x N) by (N x bs_in) blocks at N = 4096, nb = 128, bs = 4."""
-
-    @staticmethod
-    def forward(ctx, x, weight):
-        ctx.save_for_backward(x, weight)
-        ctx.dtype = _matmul_dtype(x, weight)
-        with torch.autocast(x.device.type, enabled=False):
-            return _headwise_bmm(x.to(ctx.dtype), weight.to(ctx.dtype))
-
-    @staticmethod
-    def backward(ctx, gy):
-        x_in, w_in = ctx.saved_tensors
-        # the backward runs outside autocast: its matmuls take the forward's dtype explicitly, and the gradients
-        # return in the inputs' own dtypes
-        x, weight, gy = x_in.to(ctx.dtype), w_in.to(ctx.dtype), gy.to(ctx.dtype)
-        nb, bs_out, bs_in = weight.shape
-        G = _group_for(x, nb, bs_in)
-        gyt = gy.reshape(-1, nb // G, G * bs_out).transpose(0, 1)  # (nb/G, N, G·bs_out)
-        gx = gw = None
-        if ctx.needs_input_grad[0]:
-            gx = torch.bmm(gyt, _grouped_weight(weight, G)).transpose(0, 1).reshape(x.shape)
-        if ctx.needs_input_grad[1]:
-            full = torch.bmm(gyt.transpose(1, 2), x.reshape(-1, nb // G, G * bs_in).transpose(0, 1))
-            blocks = full.view(nb // G, G, bs_out, G, bs_in).diagonal(dim1=1, dim2=3)  # (nb/G, bs_out, bs_in, G)
-            gw = blocks.permute(0, 3, 1, 2).reshape(nb, bs_out, bs_in).to(w_in.dtype)
-        return None if gx is None else gx.to(x_in.dtype), gw
-
-
-def headwise(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Block-diagonal map: ``x (B, T, nb*bs_in)``, ``weight (nb, bs_out, bs_in)`` -> ``(B, T, nb*bs_out)``,
-    ``y[..., n, o] = sum_i W[n, o, i] x[..., n, i]``.
-
-    One ``bmm`` over groups of blocks with the tokens as rows (``_GROUP_WIDTH``: groups of 8 blocks of 4 x 4 are
-    (32 x 32) block-diagonal matmuls, 2.5x faster on CPU than one bmm over the 128 blocks of 4 x 4);
-    ``einsum("btni,noi->btno")`` reaches a bmm through more permutes and copies."""
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
-        return _Headwise.apply(x, weight)
-    return _headwise_bmm(x, weight)
 
 
 def small_init_std(d: int) -> float:
@@ -306,11 +217,13 @@ class MLSTM(Mixer):
         return state.cell()
 
     def _cell(self, q, k, v, ig, fg, cell_state, mode):
-        """``q, k (B, T, H*K)``, ``v (B, T, H*V)``, gates ``(B, T, H)`` -> ``h (B, T, H, V)``, state."""
-        H = self.n_heads
-        q = rearrange(q, "b t (h k) -> b t h k", h=H)
-        k = rearrange(k, "b t (h k) -> b t h k", h=H)
-        v = rearrange(v, "b t (h v) -> b t h v", h=H)
+        """``q, k (B, T, H*K)``, ``v (B, T, H*V)`` (or already ``(B, T, H, .)``), gates ``(B, T, H)`` -> ``h (B,
+        T, H, V)``, state."""
+        if q.dim() == 3:
+            H = self.n_heads
+            q = rearrange(q, "b t (h k) -> b t h k", h=H)
+            k = rearrange(k, "b t (h k) -> b t h k", h=H)
+            v = rearrange(v, "b t (h v) -> b t h v", h=H)
         # the chunkwise mode runs the Triton kernel, forward and backward (training too), where the kernels
         # switch allows it (CUDA by default)
         impl = "triton" if mode == "chunkwise" and triton_fits(q, k, v, self.chunk_size, cell_state) else mode
@@ -331,21 +244,15 @@ class MLSTM(Mixer):
         """Per-head LayerNorm (weight only): ``h (B, T, H, V)`` -> ``(B, T, H*V)``."""
         return head_norm(h, self.outnorm_weight, self.norm_eps)
 
+    def _gate_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both gates' weights and biases as one ``(2H, in)`` map (input gates first)."""
+        return torch.cat([self.igate.weight, self.fgate.weight]), torch.cat([self.igate.bias, self.fgate.bias])
+
     def _gates(self, *xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Input and forget gate pre-activations ``(B, T, H)`` each from the gates' input, given whole or as the
         parts it concatenates (the NeurIPS layer's [q; k; v]: no (B, T, 3E) copy is made). One matmul per part
         for both gates: two ``Linear(., H)`` of H = 4 outputs are two thin matmuls with two input gradients."""
-        w = torch.cat([self.igate.weight, self.fgate.weight])
-        b = torch.cat([self.igate.bias, self.fgate.bias])
-        # contiguous parts: with a column slice of w as the weight, the CPU backward computed the (parts x 2H)
-        # weight gradient as x^T @ g, 10x slower than g^T @ x at (4096 x 512) inputs
-        parts = w.split([x.shape[-1] for x in xs], dim=1)
-        if torch.is_grad_enabled() and w.requires_grad:
-            parts = [p.contiguous() for p in parts]
-        out = F.linear(xs[0], parts[0], b)
-        for x, wp in zip(xs[1:], parts[1:]):
-            out = out + F.linear(x, wp)
-        return out.split(self.n_heads, dim=-1)
+        return linear_parts(xs, *self._gate_weights()).split(self.n_heads, dim=-1)
 
     def _forward(self, x: torch.Tensor, state, mode: str):
         cell_state = self._check_state(x, state)
@@ -357,9 +264,12 @@ class MLSTM(Mixer):
         x_m, z = self.proj_up(x).split(E, dim=-1)  # (B, T, E) each: cell branch, output gate branch
         conv_in = None if state is None else state.conv
         x_c, conv_state = causal_conv1d(x_m, self.conv_weight, self.conv_bias, conv_in, activation="silu")
-        q, k = headwise(x_c, self.q_proj), headwise(x_c, self.k_proj)
-        v = headwise(x_m, self.v_proj)
-        ig, fg = self._gates(q, k, v)  # from [q; k; v]
+        # q, k from the conv branch, v from the raw one, and the gates from [q; k; v] (one C pass on CPU); q, k, v
+        # as (B, T, H, .)
+        q, k, v, gates = qkv_gates(
+            x_c, x_m, self.q_proj, self.k_proj, self.v_proj, *self._gate_weights(), heads=self.n_heads
+        )
+        ig, fg = gates.split(self.n_heads, dim=-1)
         h, (C, n, m) = self._cell(q, k, v, ig, fg, cell_state, mode)
         u = mlstm_output(h, x_c, z, self.outnorm_weight, self.skip, self.norm_eps)  # (LN(h) w + skip x_c) SiLU(z)
         y = self.proj_down(self.dropout(u))

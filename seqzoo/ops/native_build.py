@@ -1,10 +1,12 @@
 """Build a C source beside an op into a shared library on first use and load it (ctypes); None where impossible.
 
-Used by the CPU code of ``ops/slstm/native.c``, ``ops/causal_conv/native.c`` and ``ops/mlstm/output.c``. ``NativeLibrary(source, name,
-argtypes)`` compiles ``source`` once per source text, compiler, flags and CPU into ``$SEQZOO_CACHE/native`` (default
-``~/.cache/seqzoo/native``; ``-march=native``, so the file is keyed by the CPU as well), built aside and renamed so
-that no reader sees half a file. ``library()`` returns the loaded library or None (no compiler, a failed build,
-``SEQZOO_NATIVE=0``), and ``unavailable()`` says why.
+Used by the CPU code of ``ops/slstm/native.c``, ``ops/causal_conv/native.c``, ``ops/mlstm/output.c``,
+``ops/mlstm/headwise.c`` and ``ops/gateloop/scores.c``. ``NativeLibrary(source, name, argtypes)`` compiles
+``source`` once per source text, compiler, flags and CPU into ``$SEQZOO_CACHE/native`` (default
+``~/.cache/seqzoo/native``; ``-march=native``, so the file is keyed by the CPU as well), built aside and renamed
+so that no reader sees half a file. ``library()`` returns the loaded library or None (no compiler, a failed build,
+``SEQZOO_NATIVE=0``), and ``unavailable()`` says why. ``split_rows`` runs a single-threaded C loop over ranges of
+rows in PyTorch's intra-op threads.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import platform
 import subprocess
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -42,6 +45,24 @@ def _cpu() -> bytes:
 def pointer(t: torch.Tensor | None) -> ctypes.c_void_p:
     """The data pointer of a tensor for a C call (NULL for None)."""
     return ctypes.c_void_p(None if t is None else t.data_ptr())
+
+
+def row_cuts(N: int) -> list[int]:
+    """``N`` rows cut into one contiguous range per PyTorch intra-op thread (at most N): the ranges' bounds."""
+    threads = max(1, min(torch.get_num_threads(), N))
+    return [N * i // threads for i in range(threads + 1)]
+
+
+def split_rows(N: int, call) -> list:
+    """``call(r0, r1)`` over the ranges of ``row_cuts(N)``, in threads when there are several (the C loops are
+    single-threaded, and ctypes releases the GIL while one runs); their return values, in order."""
+    if N == 0:
+        return []
+    cuts = row_cuts(N)
+    if len(cuts) == 2:
+        return [call(0, N)]
+    with ThreadPoolExecutor(len(cuts) - 1) as pool:
+        return list(pool.map(call, cuts[:-1], cuts[1:]))
 
 
 class NativeLibrary:

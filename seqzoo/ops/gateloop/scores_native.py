@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import ctypes
 import math
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..native_build import SUFFIX, NativeLibrary, pointer
+from ..native_build import SUFFIX, NativeLibrary, pointer, split_rows
 from .scores import _FLUSH_BELOW, _dlam_from, flushed_exp  # scores.py imports this module only inside a call
 
 _i64, _ptr, _f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
@@ -58,18 +57,9 @@ def fits(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> bool:
 
 
 def _blocks(N: int, call) -> None:
-    """``call(n0, n1)`` over the N blocks, split across PyTorch's intra-op threads (the C loop is single-threaded,
-    and ctypes releases the GIL while it runs); a non-zero return is an allocation failure."""
-    if N == 0:
-        return
-    threads = min(torch.get_num_threads(), N)
-    if threads <= 1:
-        rcs = [call(0, N)]
-    else:
-        cuts = [N * i // threads for i in range(threads + 1)]
-        with ThreadPoolExecutor(threads) as pool:
-            rcs = list(pool.map(call, cuts[:-1], cuts[1:]))
-    if any(rcs):
+    """``call(n0, n1)`` over the N blocks, split across PyTorch's intra-op threads; a non-zero return is an
+    allocation failure."""
+    if any(split_rows(N, call)):
         raise MemoryError("gateloop decayed scores (scores.c): cannot allocate a block's buffers")
 
 

@@ -92,7 +92,9 @@ def mlstm_chunkwise(q, k, v, i, f, state=None, chunk_size: int = 64, eps: float 
     T_main = (T // L) * L
     outs = []
     inputs, s = (qq, kk, vv, ig, phi), K**-0.5
-    h, st = _chunks(*(t[:, :T_main] for t in inputs), st, L, eps, s)
+    # unsliced when T is whole chunks: a slice would make autograd build each input's gradient in a fresh
+    # (B, T, H, .) tensor, losing the layout q, k, v may come in (ops/mlstm/headwise.py writes them per head)
+    h, st = _chunks(*(inputs if T_main == T else (t[:, :T_main] for t in inputs)), st, L, eps, s)
     outs.append(h)
     if T_main < T:  # the tail: one shorter chunk from the carried state
         h, st = _chunks(*(t[:, T_main:] for t in inputs), st, T - T_main, eps, s)
