@@ -111,6 +111,9 @@ def test_dispatch_takes_c_for_cpu_floats_and_the_separate_maps_otherwise(monkeyp
     assert not _qkv(qkv_gates, half)[3].grad_fn.name().endswith(name)
     many, _ = _qkv_inputs(1, 64, 4, hw.MAX_GATES + 1, torch.float32)  # more gates than the C buffers hold
     assert not _qkv(qkv_gates, many)[3].grad_fn.name().endswith(name)
+    up, xc, wq, wk, wv, wg, bg = leaves
+    with pytest.raises(RuntimeError):  # gate weights of the wrong width: not the C path (it would read past them)
+        qkv_gates(xc, up[..., : xc.shape[-1]], wq, wk, wv, wg[:, :-4], bg)
     odd, _ = _qkv_inputs(1, 64, 3, 8, torch.float32)  # E = 12: not a whole number of float32 vectors
     assert not _qkv(qkv_gates, odd)[3].grad_fn.name().endswith(name)
     assert _qkv(qkv_gates, [t.detach().double().requires_grad_() for t in odd])[3].grad_fn.name().endswith(name)

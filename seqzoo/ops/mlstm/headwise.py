@@ -339,6 +339,9 @@ def qkv_gates(x_c, x_m, wq, wk, wv, w_gates, b_gates, heads: int = 1):
     if (
         x_c.numel() >= _GROUP_MIN_TOKENS * x_c.shape[-1]
         and x_m.shape == x_c.shape
+        and w_gates.dim() == 2
+        and w_gates.shape[1] == 3 * x_c.shape[-1]  # the C calls read E columns per map
+        and b_gates.shape == w_gates.shape[:1]
         and w_gates.shape[0] <= MAX_GATES
         and native_fits(x_c, wq, x_m, wk, wv, w_gates, b_gates)
         and wk.shape == wq.shape == wv.shape
