@@ -267,7 +267,7 @@ class MLSTM(Mixer):
         # q, k from the conv branch, v from the raw one, and the gates from [q; k; v] (one C pass on CPU); q, k, v
         # as (B, T, H, .)
         q, k, v, gates = qkv_gates(
-            x_c, x_m, self.q_proj, self.k_proj, self.v_proj, *self._gate_weights(), heads=self.n_heads
+            x_c, x_m, self.q_proj, self.k_proj, self.v_proj, *self._gate_weights(), n_heads=self.n_heads
         )
         ig, fg = gates.split(self.n_heads, dim=-1)
         h, (C, n, m) = self._cell(q, k, v, ig, fg, cell_state, mode)

@@ -32,7 +32,7 @@ def _qkv_inputs(B, T, nb, G, dtype, seed=0):
 
 def _qkv(fn, leaves, heads=1):
     up, xc, wq, wk, wv, wg, bg = leaves
-    return fn(xc, up[..., : xc.shape[-1]], wq, wk, wv, wg, bg, heads=heads)  # x_m: every other half-row of up
+    return fn(xc, up[..., : xc.shape[-1]], wq, wk, wv, wg, bg, n_heads=heads)  # x_m: every other half-row of up
 
 
 def _qkv_run(fn, leaves, grads, heads=1):

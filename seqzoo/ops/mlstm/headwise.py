@@ -321,18 +321,18 @@ def linear_parts(xs, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.T
     return out
 
 
-def qkv_gates_reference(x_c, x_m, wq, wk, wv, w_gates, b_gates, heads: int = 1):
+def qkv_gates_reference(x_c, x_m, wq, wk, wv, w_gates, b_gates, n_heads: int = 1):
     """The NeurIPS mLSTM layer's q, k (from the conv branch ``x_c (B, T, E)``), v (from ``x_m``) and its gate
     pre-activations ``[q; k; v] w_gates^T + b_gates`` (B, T, G), as separate maps and matmuls; q, k, v are
-    (B, T, E), or (B, T, H, E / H) for ``heads`` = H > 1."""
+    (B, T, E), or (B, T, H, E / H) for ``n_heads`` = H > 1."""
     q, k, v = headwise(x_c, wq), headwise(x_c, wk), headwise(x_m, wv)
     gates = linear_parts((q, k, v), w_gates, b_gates)
-    if heads > 1:
-        q, k, v = (t.unflatten(-1, (heads, -1)) for t in (q, k, v))
+    if n_heads > 1:
+        q, k, v = (t.unflatten(-1, (n_heads, -1)) for t in (q, k, v))
     return q, k, v, gates
 
 
-def qkv_gates(x_c, x_m, wq, wk, wv, w_gates, b_gates, heads: int = 1):
+def qkv_gates(x_c, x_m, wq, wk, wv, w_gates, b_gates, n_heads: int = 1):
     """``qkv_gates_reference``; in one C pass forward and one backward (gates summed beside the maps, q, k, v
     written per head as the chunkwise cell reads them) where it fits: the inputs ``native_fits``, at most
     ``MAX_GATES`` gates, from ``_GROUP_MIN_TOKENS`` tokens on."""
@@ -346,8 +346,8 @@ def qkv_gates(x_c, x_m, wq, wk, wv, w_gates, b_gates, heads: int = 1):
         and native_fits(x_c, wq, x_m, wk, wv, w_gates, b_gates)
         and wk.shape == wq.shape == wv.shape
     ):
-        q, k, v, gates = _MapsNative.apply((0, 0, 1), True, heads, x_c, x_m, wq, wk, wv, w_gates, b_gates)
-        if heads > 1 and q.dim() == x_c.dim():  # the layout kept (N, E) rows (K not a multiple of the vectors)
-            q, k, v = (t.unflatten(-1, (heads, -1)) for t in (q, k, v))
+        q, k, v, gates = _MapsNative.apply((0, 0, 1), True, n_heads, x_c, x_m, wq, wk, wv, w_gates, b_gates)
+        if n_heads > 1 and q.dim() == x_c.dim():  # the layout kept (N, E) rows (K not a multiple of the vectors)
+            q, k, v = (t.unflatten(-1, (n_heads, -1)) for t in (q, k, v))
         return q, k, v, gates
-    return qkv_gates_reference(x_c, x_m, wq, wk, wv, w_gates, b_gates, heads)
+    return qkv_gates_reference(x_c, x_m, wq, wk, wv, w_gates, b_gates, n_heads)
