@@ -61,9 +61,15 @@ def _group(nb: int, bs: int) -> int:
     return max(g for g in range(1, nb + 1) if nb % g == 0 and g * bs <= max(bs, _GROUP_WIDTH))
 
 
+def _many_tokens(x: torch.Tensor) -> bool:
+    """Whether ``x (..., E)`` has ``_GROUP_MIN_TOKENS`` tokens or more (below: decoding, where the plain bmm and
+    the separate maps cost less than grouping or a C call)."""
+    return x.numel() >= _GROUP_MIN_TOKENS * x.shape[-1]
+
+
 def _group_for(x: torch.Tensor, nb: int, bs: int) -> int:
     """The group size for input ``x`` (..., nb·bs): ``_group`` from ``_GROUP_MIN_TOKENS`` tokens on, else 1."""
-    return _group(nb, bs) if x.numel() >= _GROUP_MIN_TOKENS * x.shape[-1] else 1
+    return _group(nb, bs) if _many_tokens(x) else 1
 
 
 def _grouped_weight(weight: torch.Tensor, G: int) -> torch.Tensor:
@@ -209,6 +215,11 @@ def _gate_weight_grad(gg: torch.Tensor, y: torch.Tensor, heads: int) -> torch.Te
     return per_head.sum(0).transpose(0, 1).reshape(-1, H * K)
 
 
+def _gate_parts(w_gates: torch.Tensor | None, E: int, n_maps: int) -> list:
+    """The gate weight's (G, E) column block per map, contiguous for the C calls (None per map without gates)."""
+    return [None] * n_maps if w_gates is None else [w.contiguous() for w in w_gates.split(E, dim=1)]
+
+
 def _int64s(values) -> ctypes.Array:
     return (ctypes.c_int64 * len(values))(*values)
 
@@ -226,7 +237,7 @@ class _MapsNative(torch.autograd.Function):
         (N, E), dt, shape = rows[0].shape, xs[0].dtype, xs[0].shape
         lay, heads = _layout(shape, heads, dt)
         G = tensors[-2].shape[0] if with_gates else 0
-        wg = [w.contiguous() for w in tensors[-2].split(E, dim=1)] if with_gates else [None] * n_maps
+        wg = _gate_parts(tensors[-2] if with_gates else None, E, n_maps)
         gates = tensors[-1].expand(N, G).contiguous() if with_gates else None  # the bias; each map adds its part
         ys = [_outputs(rows[0], shape, heads) for _ in ws]
         D = [_rotated(w) for w in ws]  # kept alive here: the C calls read them through raw pointers
@@ -258,7 +269,7 @@ class _MapsNative(torch.autograd.Function):
         lay, _ = _layout(shape, heads, dt)
         wg_full, ys = (saved[n_in + n_maps], saved[n_in + n_maps + 1 :]) if with_gates else (None, ())
         G = wg_full.shape[0] if with_gates else 0
-        wg = [w.contiguous() for w in wg_full.split(E, dim=1)] if with_gates else [None] * n_maps
+        wg = _gate_parts(wg_full, E, n_maps)
 
         def in_layout(g):  # y's gradient in the outputs' layout (free when it arrives as the cell leaves it); 0 if None
             if g is None:
@@ -303,7 +314,7 @@ def headwise_native(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 def headwise(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Block-diagonal map ``x (B, T, nb*bs_in)``, ``weight (nb, bs_out, bs_in)`` -> ``(B, T, nb*bs_out)``: the C
     path from ``_GROUP_MIN_TOKENS`` tokens on where ``native_fits``, else ``headwise_matmul``."""
-    if x.numel() >= _GROUP_MIN_TOKENS * x.shape[-1] and native_fits(x, weight):
+    if _many_tokens(x) and native_fits(x, weight):
         return headwise_native(x, weight)
     return headwise_matmul(x, weight)
 
@@ -337,7 +348,7 @@ def qkv_gates(x_c, x_m, wq, wk, wv, w_gates, b_gates, n_heads: int = 1):
     written per head as the chunkwise cell reads them) where it fits: the inputs ``native_fits``, at most
     ``MAX_GATES`` gates, from ``_GROUP_MIN_TOKENS`` tokens on."""
     if (
-        x_c.numel() >= _GROUP_MIN_TOKENS * x_c.shape[-1]
+        _many_tokens(x_c)
         and x_m.shape == x_c.shape
         and w_gates.dim() == 2
         and w_gates.shape[1] == 3 * x_c.shape[-1]  # the C calls read E columns per map
