@@ -105,6 +105,40 @@ def test_a_cut_run_resumes_from_its_checkpoint_with_the_same_numbers(tmp_path):
     assert resumed["metrics"]["train_loss"] == fresh["metrics"]["train_loss"]
 
 
+# Runs one sweep spec (argv: spec JSON, out dir) in a fresh process that dies (os._exit, like SIGKILL) in its third
+# checkpoint save, before writing it: what a run left behind at the end of a session looks like.
+KILLED_IN_THIRD_SAVE = """
+import json, os, sys
+import seqzoo.train.loop as loop
+from seqzoo.sweep import RunSpec, run_sweep
+real, calls = loop.save_checkpoint, []
+def save_then_die(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 3:
+        os._exit(137)
+    real(*args, **kwargs)
+loop.save_checkpoint = save_then_die
+fn, config, labels = json.loads(sys.argv[1])
+run_sweep([RunSpec(fn, config, labels)], sys.argv[2], log=lambda *_: None)
+"""
+
+
+def test_a_killed_run_without_a_checkpoint_interval_resumes_from_the_default_one(tmp_path):
+    from seqzoo.sweep.train_run import default_ckpt_every
+
+    s = spec(steps=40)  # the config names no ckpt_every: the sweep saves every 40 // 20 = 2 steps
+    assert "ckpt_every" not in s.config["train"] and default_ckpt_every(40) == 2
+    fresh = run_sweep([s], tmp_path / "fresh", log=lambda *_: None)[0]
+    argv = [json.dumps([s.fn, s.config, s.labels]), str(tmp_path / "cut")]
+    proc = subprocess.run([sys.executable, "-c", KILLED_IN_THIRD_SAVE, *argv], capture_output=True, text=True)
+    assert proc.returncode == 137, proc.stderr
+    assert not (tmp_path / "cut" / "runs" / s.key() / "done.json").exists()
+    resumed = run_sweep([s], tmp_path / "cut", log=lambda *_: None)[0]
+    assert resumed["status"] == "ran" and resumed["metrics"]["resumed_from_step"] == 4  # saves at 2 and 4 made it
+    for name in ("valid_loss", "valid_accuracy", "train_loss", "curve"):
+        assert resumed["metrics"][name] == fresh["metrics"][name], name
+
+
 def test_a_failing_run_is_recorded_and_retried(tmp_path):
     bad = tiny_config()
     bad["task"]["num_pairs"] = 100  # more pairs than fit in seq_len: the task refuses it

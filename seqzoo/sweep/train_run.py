@@ -6,7 +6,8 @@
 * ``model``: ``{"type": "lm" | "encoder", "config": ModelConfig dict, "init": None | "xlstm"}`` or
   ``{"builder": "module:function", "args": {...}}`` (``function(task, **args)`` returns the model);
 * ``task``: ``{"name": ..., **task arguments}`` (``seqzoo.tasks.build_task``);
-* ``train``: ``TrainConfig`` fields (``out_dir`` / ``progress`` / ``resume`` are set here);
+* ``train``: ``TrainConfig`` fields (``out_dir`` / ``progress`` / ``resume`` are set here, and ``ckpt_every`` where
+  the config leaves it unset: ``default_ckpt_every``);
 * ``eval`` (optional): ``{"lengths": [...], "tokens": N, "bins": B}`` held-out loss at each evaluation length and
   the loss per position (``bins`` bins) in the longest windows: tasks with ``windows()`` (text);
   ``{"task_lengths": [...], "samples": N}``: the task rebuilt with each ``seq_len`` (synthetic probes trained short
@@ -152,15 +153,26 @@ def _num_parameters(model, exclude_embeddings: bool = False) -> int:
     return total
 
 
+# a run that names no checkpoint interval is saved this many times (a run killed with its process, e.g. at the end
+# of a session, resumes from the last save instead of from step 0). The default interval stays out of the config and
+# so out of the run's hash: resuming gives the numbers of an uninterrupted run (tests/test_sweep.py).
+CHECKPOINTS_PER_RUN = 20
+
+
+def default_ckpt_every(steps: int) -> int:
+    """The checkpoint interval of a sweep run whose ``train`` config leaves ``ckpt_every`` unset or 0."""
+    return max(1, steps // CHECKPOINTS_PER_RUN)
+
+
 def fit(config: dict[str, Any], run_dir: Path):
     """Seed, build and train (resuming from ``run_dir/train``): ``(model, task, metrics)`` with the trained model."""
     from ..train import TrainConfig, train
 
     model, task = build(config)
     out = Path(run_dir) / "train"
-    cfg = TrainConfig.from_dict(
-        {**config["train"], "seed": int(config["seed"]), "out_dir": str(out), "progress": False, "resume": True}
-    )
+    settings = {**config["train"], "seed": int(config["seed"]), "out_dir": str(out), "progress": False, "resume": True}
+    settings["ckpt_every"] = settings.get("ckpt_every") or default_ckpt_every(int(settings["steps"]))
+    cfg = TrainConfig.from_dict(settings)
     start = _checkpoint_step(out)
     t0 = time.time()
     res = train(model, task, cfg)
