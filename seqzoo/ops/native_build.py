@@ -1,8 +1,8 @@
 """Build a C source beside an op into a shared library on first use and load it (ctypes); None where impossible.
 
 Used by the CPU code of ``ops/slstm/native.c``, ``ops/causal_conv/native.c``, ``ops/mlstm/output.c``,
-``ops/mlstm/headwise.c`` and ``ops/gateloop/scores.c``. ``NativeLibrary(source, name, argtypes)`` compiles
-``source`` once per source text, compiler, flags and CPU into ``$SEQZOO_CACHE/native`` (default
+``ops/mlstm/headwise.c``, ``ops/gateloop/scores.c`` and ``ops/gateloop/levels.c``. ``NativeLibrary(source, name,
+argtypes)`` compiles ``source`` once per source text, compiler, flags and CPU into ``$SEQZOO_CACHE/native`` (default
 ``~/.cache/seqzoo/native``; ``-march=native``, so the file is keyed by the CPU as well), built aside and renamed
 so that no reader sees half a file. ``library()`` returns the loaded library or None (no compiler, a failed build,
 ``SEQZOO_NATIVE=0``), and ``unavailable()`` says why. ``split_rows`` runs a single-threaded C loop over ranges of

@@ -7,10 +7,21 @@ import pytest
 import torch
 from helpers import TOL, assert_close
 
+import seqzoo.ops.gateloop.softmax as softmax_op
 from seqzoo.errors import InputError
 from seqzoo.mixers import build_mixer
+from seqzoo.ops.gateloop import levels_native
 from seqzoo.ops.gateloop.attention import relative_scores
 from seqzoo.ops.gateloop.softmax import softmax_relative_attention
+
+
+@pytest.fixture(params=[True, False], ids=["C-levels", "torch-levels"])
+def levels_path(request, monkeypatch):
+    """Both ways of running the levels' passes: the C loops of levels_native.py and the PyTorch passes."""
+    if request.param and levels_native.library() is None:
+        pytest.skip(f"levels.c not built: {levels_native.unavailable()}")
+    monkeypatch.setattr(softmax_op, "_NATIVE_LEVELS", request.param)
+    return request.param
 
 
 def _materialised(q, k, v, log_mag, phase):
@@ -41,7 +52,7 @@ CASES = [
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
 @pytest.mark.parametrize("T, K, V, decay, base", CASES)
-def test_blocked_softmax_equals_materialised_scores(T, K, V, decay, base, dtype):
+def test_blocked_softmax_equals_materialised_scores(T, K, V, decay, base, dtype, levels_path):
     ins = [t.requires_grad_() for t in _inputs(T, K, V, decay, dtype)]
     refs = [t.detach().double().requires_grad_() for t in ins]
     y, L, Phi = softmax_relative_attention(*ins, base=base)
@@ -57,11 +68,52 @@ def test_blocked_softmax_equals_materialised_scores(T, K, V, decay, base, dtype)
         assert_close(a, b, tol, scale=3.0, name=name)
 
 
-def test_gradcheck_through_the_flash_levels():
+def test_gradcheck_through_the_flash_levels(levels_path):
     q, k, v, log_mag, phase = (t.requires_grad_() for t in _inputs(20, 2, 3, 0.5, torch.float64))
     assert torch.autograd.gradcheck(
         lambda *a: softmax_relative_attention(*a, base=4)[0], (q, k, v, log_mag, phase), fast_mode=True
     )
+
+
+def test_c_levels_give_the_torch_levels_numbers_on_one_and_two_threads(monkeypatch):
+    """The C loops against the PyTorch passes on the same inputs (float32, strong decays: flushed factors), and
+    split over two threads against one."""
+    if levels_native.library() is None:
+        pytest.skip(f"levels.c not built: {levels_native.unavailable()}")
+    ins = _inputs(256, 8, 8, 8.0, torch.float32, seed=3)
+    w = torch.randn(2, 256, 3, 8, generator=torch.Generator().manual_seed(4))
+    results = {}
+    threads = torch.get_num_threads()
+    try:
+        for native, n_threads in ((False, 1), (True, 1), (True, 2)):
+            monkeypatch.setattr(softmax_op, "_NATIVE_LEVELS", native)
+            torch.set_num_threads(n_threads)
+            xs = [t.clone().requires_grad_() for t in ins]
+            y = softmax_relative_attention(*xs, base=8)[0]
+            results[native, n_threads] = [y, *torch.autograd.grad((y * w).sum(), xs)]
+    finally:
+        torch.set_num_threads(threads)
+    for a, b, name in zip(results[True, 1], results[False, 1], ("y", "dq", "dk", "dv", "dlog_mag", "dphase")):
+        assert_close(a, b, TOL[torch.float32], scale=3.0, name=name)
+    for a, b in zip(results[True, 1], results[True, 2]):
+        assert torch.equal(a, b)  # rows are split across threads, each row's arithmetic unchanged
+
+
+def test_levels_fall_back_to_torch_without_the_library_and_under_autocast(monkeypatch):
+    ins = _inputs(100, 4, 5, 1.0, torch.float32)
+    assert not levels_native.fits(ins[0].half(), *ins[1:])  # one dtype, float32 / float64 only
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not levels_native.fits(*ins)
+    seen = []
+    real = levels_native.operands
+    monkeypatch.setattr(levels_native, "operands", lambda *a: seen.append(1) or real(*a))
+    y_c = softmax_relative_attention(*ins, base=8)[0]
+    assert seen or levels_native.library() is None  # the C path ran where it builds
+    seen.clear()
+    monkeypatch.setattr(levels_native, "library", lambda: None)
+    y_torch = softmax_relative_attention(*ins, base=8)[0]
+    assert not seen  # no C call without the library
+    assert_close(y_c, y_torch, TOL[torch.float32], name="y")
 
 
 def test_bad_base_raises():

@@ -28,11 +28,14 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from ...errors import InputError
+from . import levels_native
 from .common import rotating_frame
-from .scores import _levels, _triangle_sums, decayed_scores
+from .scores import _dlam_from, _levels, decayed_scores
 
 # the diagonal blocks materialised below the flash levels; levels of half-blocks >= BASE go through the fused kernel
 BASE = 32
+# the levels' operands, merges and gradients as C loops where they build (levels_native.py); False: PyTorch passes
+_NATIVE_LEVELS = True
 
 _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
@@ -72,51 +75,74 @@ class _SoftmaxParts(torch.autograd.Function):
         # above the diagonal take CPU's slow path for underflowing results, softmax's own exp does not (4x)
         P0 = A0.softmax(-1)
         lse0 = A0.amax(-1) - P0.amax(-1).log()  # (B, H, P/b, b)
-        y = (P0 @ vW.view(B, H, nb, b, W)).view(B, H, P, W)  # becomes the merged output in place
+        # the diagonal blocks' values at width V; y is W wide (zero padding), the fused kernel's `out` width
+        y = _pad_last((P0 @ v.contiguous().view(B, H, nb, b, V)).view(B, H, P, V), W).contiguous()  # merged in place
         lse = lse0.reshape(B, H, P).clone()
+        native = _NATIVE_LEVELS and levels_native.fits(qh, kh, lam, v)
+        a = levels_native.factors(lam) if native else None  # e^λ, float64, for the C loops
+        N = B * H
         saved = []
-        for h, q2, k1, row, col in _levels(qh, kh, lam, start=b):
-            q_j = _pad_last((q2 * row).flatten(-2), W)  # (B, H, n, h, W)
-            k_j = _pad_last((k1 * col).flatten(-2), W)
-            o_j, lse_j = _flash(_heads(q_j), _heads(k_j), _heads(_halves(vW, h, 0)), scale=1.0)
-            n = q_j.shape[2]
+        for h, q2, k1, row, col in _levels(qh, kh, lam, start=b, factors=not native):
+            if native:  # one C pass for the operands, one for the merge (levels_native.py)
+                q_j, k_j = levels_native.operands(qh.view(N, P, R, K), kh.view(N, P, R, K), a.view(N, P, K), h, W)
+                o_j, lse_j = _flash(q_j, k_j, _heads(_halves(vW, h, 0)), scale=1.0)
+                levels_native.merge_(y.view(N, P, W), lse.view(N, P), o_j, lse_j, h, V)
+                saved += [q_j, k_j, lse_j]
+                continue
+            q_j = _heads(_pad_last((q2 * row).flatten(-2), W))  # (B·H, n, h, W)
+            k_j = _heads(_pad_last((k1 * col).flatten(-2), W))
+            o_j, lse_j = _flash(q_j, k_j, _heads(_halves(vW, h, 0)), scale=1.0)
+            n = q_j.shape[1]
             lse_j = lse_j.view(B, H, n, h)
             ys, ls = _halves(y, h, 1), _halves(lse, h, 1)  # views: merged in place
             new = torch.logaddexp(ls, lse_j)
             ys.mul_(torch.exp(ls - new)[..., None]).addcmul_(o_j.view(B, H, n, h, W), torch.exp(lse_j - new)[..., None])
             ls.copy_(new)
-            saved += [q_j, k_j, lse_j, row, col]
-        ctx.save_for_backward(vW, P0, lse0, y, lse, qh, kh, *saved)
-        ctx.V = V
+            saved += [q_j, k_j, lse_j.view(N, n, h), row, col]
+        ctx.save_for_backward(vW, P0, lse0, y, lse, qh, kh, a if native else lam, *saved)
+        ctx.V, ctx.native = V, native
         return y[..., :V]
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy):
-        vW, P0, lse0, y, lse, qh, kh, *saved = ctx.saved_tensors
+        vW, P0, lse0, y, lse, qh, kh, a, *saved = ctx.saved_tensors
         B, H, P, W = vW.shape
         R, K = qh.shape[-2:]
         nb, b = P0.shape[2], P0.shape[-1]
-        dyW = _pad_last(dy, W)
-        # the diagonal blocks, weight e^{lse0 - LSE}: dA0 = P0 ⊙ (dy0 v0ᵀ - rowsum(dy0 ⊙ y))
-        dy0 = dyW.view(B, H, nb, b, W) * torch.exp(lse0 - lse.view(B, H, nb, b))[..., None]
-        rows = (dy0 * y.view(B, H, nb, b, W)).sum(-1, keepdim=True)
-        dA0 = P0 * (dy0 @ vW.view(B, H, nb, b, W).transpose(-1, -2) - rows)
-        dv = (P0.transpose(-1, -2) @ dy0).view(B, H, P, W)
+        N, V = B * H, ctx.V
+        dy = dy.contiguous()
+        # the diagonal blocks (width V), weight e^{lse0 - LSE}: dA0 = P0 ⊙ (dy0 v0ᵀ - rowsum(dy0 ⊙ y))
+        dy0 = dy.view(B, H, nb, b, V) * torch.exp(lse0 - lse.view(B, H, nb, b))[..., None]
+        rows = (dy0 * y[..., :V].view(B, H, nb, b, V)).sum(-1, keepdim=True)
+        dA0 = P0 * (dy0 @ vW[..., :V].view(B, H, nb, b, V).transpose(-1, -2) - rows)
+        dv = (P0.transpose(-1, -2) @ dy0).view(B, H, P, V)  # the levels add theirs in place
+        dyW = None if ctx.native else _pad_last(dy, W)
         dqh, dkh = torch.zeros_like(qh), torch.zeros_like(kh)
-        for j in range(0, len(saved), 5):
-            q_j, k_j, lse_j, row, col = saved[j : j + 5]
-            n, h = q_j.shape[2:4]
-            dy_j = _halves(dyW, h, 1) * torch.exp(lse_j - _halves(lse, h, 1))[..., None]
+        step = 3 if ctx.native else 5
+        for j in range(0, len(saved), step):
+            q_j, k_j, lse_j = saved[j : j + 3]
+            n, h = q_j.shape[1:3]
+            if ctx.native:
+                dy_j = levels_native.scaled_dy(dy.view(N, P, V), lse.view(N, P), lse_j, h, W, V)
+            else:
+                dy_j = _heads(_halves(dyW, h, 1) * torch.exp(lse_j.view(B, H, n, h) - _halves(lse, h, 1))[..., None])
             dq, dk, dv_j = _flash_backward(
-                _heads(dy_j), _heads(q_j), _heads(k_j), _heads(_halves(vW, h, 0)), _heads(_halves(y, h, 1)),
-                _heads(lse_j), 0.0, False, scale=1.0,
+                dy_j, q_j, k_j, _heads(_halves(vW, h, 0)), _heads(_halves(y, h, 1)), lse_j, 0.0, False, scale=1.0,
             )  # fmt: skip
+            if ctx.native:  # dq̂, dk̂ (times the recomputed factors) and dv in one C pass
+                levels_native.grads_(dqh.view(N, P, R, K), dkh.view(N, P, R, K), dv.view(N, P, V), dq, dk, dv_j,
+                                     a.view(N, P, K), h, V)  # fmt: skip
+                continue
+            row, col = saved[j + 3 : j + 5]
             _halves(dqh, h, 1).addcmul_(dq[..., : R * K].reshape(B, H, n, h, R, K), row)
             _halves(dkh, h, 0).addcmul_(dk[..., : R * K].reshape(B, H, n, h, R, K), col)
-            _halves(dv, h, 0).add_(dv_j.view(B, H, n, h, W))
-        dlam = _triangle_sums((qh * dqh).addcmul_(kh, dkh, value=-1.0).sum(-2), upper=True, strict=False)
-        return dv[..., : ctx.V], dA0, dqh, dkh, dlam
+            _halves(dv, h, 0).add_(dv_j.view(B, H, n, h, W)[..., :V])
+        if ctx.native:
+            dlam = levels_native.dlam(*(t.view(N, P, R, K) for t in (qh, kh, dqh, dkh))).view(B, H, P, K)
+        else:
+            dlam = _dlam_from(qh, kh, dqh, dkh)
+        return dv, dA0, dqh, dkh, dlam
 
 
 def softmax_relative_attention(q, k, v, log_mag, phase, base: int = BASE):
