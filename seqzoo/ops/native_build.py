@@ -1,8 +1,8 @@
 """Build a C source beside an op into a shared library on first use and load it (ctypes); None where impossible.
 
 Used by the CPU code of ``ops/slstm/native.c``, ``ops/causal_conv/native.c``, ``ops/mlstm/output.c``,
-``ops/mlstm/headwise.c``, ``ops/gateloop/scores.c`` and ``ops/gateloop/levels.c``. ``NativeLibrary(source, name,
-argtypes)`` compiles ``source`` once per source text, compiler, flags and CPU into ``$SEQZOO_CACHE/native`` (default
+``ops/mlstm/headwise.c``, ``ops/gateloop/scores.c``, ``ops/gateloop/levels.c`` and ``ops/gateloop/rotation.c``.
+``NativeLibrary(source, name, argtypes)`` compiles ``source`` once per source text, compiler, flags and CPU into ``$SEQZOO_CACHE/native`` (default
 ``~/.cache/seqzoo/native``; ``-march=native``, so the file is keyed by the CPU as well), built aside and renamed
 so that no reader sees half a file. ``library()`` returns the loaded library or None (no compiler, a failed build,
 ``SEQZOO_NATIVE=0``), and ``unavailable()`` says why. ``split_rows`` runs a single-threaded C loop over ranges of
@@ -45,6 +45,23 @@ def _cpu() -> bytes:
 def pointer(t: torch.Tensor | None) -> ctypes.c_void_p:
     """The data pointer of a tensor for a C call (NULL for None)."""
     return ctypes.c_void_p(None if t is None else t.data_ptr())
+
+
+def pointer_at(t: torch.Tensor | None, offset: int) -> ctypes.c_void_p:
+    """The address of element ``offset`` (counted in elements) of ``t``'s storage view (NULL for None)."""
+    return ctypes.c_void_p(None if t is None else t.data_ptr() + offset * t.element_size())
+
+
+def cpu_floats_for(library: NativeLibrary, *tensors: torch.Tensor) -> bool:
+    """Whether a C loop of ``library`` can take these tensors: CPU float32 / float64 of one dtype, outside autocast
+    and ``torch.compile`` (a C call would break the compiled graph), with the library built."""
+    return (
+        tensors[0].dtype in SUFFIX
+        and all(t.device.type == "cpu" and t.dtype == tensors[0].dtype for t in tensors)
+        and not torch.is_autocast_enabled("cpu")
+        and not torch.compiler.is_compiling()
+        and library.library() is not None
+    )
 
 
 def row_cuts(N: int) -> list[int]:

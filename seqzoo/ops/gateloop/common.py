@@ -109,40 +109,60 @@ def wrap_phase(phase: torch.Tensor) -> torch.Tensor:
 _ANGLE_CHUNK = 64
 
 
-class _Rotation(torch.autograd.Function):
+def _angles(phase: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``phase θ (..., T, K)`` -> ``rot (..., T, 2, K)`` = [cos Θ_t, sin Θ_t] with Θ_t = Σ_{j<=t} θ_j, and the final
     angle Θ_T wrapped into [-π, π), both in θ's dtype and exact to its rounding at any T: Θ is summed in float64
     inside chunks of ``_ANGLE_CHUNK`` tokens, each starting from the float64 sum of all chunks before it wrapped into
-    [-π, π), and cos / sin are taken in float64 (only e^{iΘ} matters). Autograd over a float64 cumulative sum of the
-    whole sequence and a wrap of every element took about a tenth of the chunkwise forward+backward at T = 2048;
-    here the backward is dΘ = cos Θ·d(sin Θ) - sin Θ·d(cos Θ), reverse-summed over time in the gradient's dtype."""
+    [-π, π), and cos / sin are taken in float64 (only e^{iΘ} matters)."""
+    x = phase.double()
+    *lead, T, K = x.shape
+    C = _ANGLE_CHUNK
+    N = -(-T // C)
+    if N * C != T:  # zeros add nothing to a cumulative sum
+        x = torch.nn.functional.pad(x, (0, 0, 0, N * C - T))
+    local = x.reshape(*lead, N, C, K).cumsum(-2)
+    before = torch.nn.functional.pad(local[..., -1, :].cumsum(-2)[..., :-1, :], (0, 0, 1, 0))  # (..., N, K)
+    theta = (local + wrap_phase(before)[..., None, :]).reshape(*lead, N * C, K)[..., :T, :]
+    rot = torch.stack([torch.cos(theta), torch.sin(theta)], dim=-2).to(phase.dtype)  # (..., T, 2, K)
+    return rot, wrap_phase(theta[..., -1, :]).to(phase.dtype)
+
+
+class _RotatingFrame(torch.autograd.Function):
+    """``q, k, phase (..., T, K)`` -> ``q̂, k̂ (..., T, 2, K)`` and Θ_T (``rotating_frame``) with a written-out
+    backward: dq = dq̂_0 cos Θ + dq̂_1 sin Θ (k alike), dΘ = cos Θ·(q dq̂_1 + k dk̂_1) - sin Θ·(q dq̂_0 + k dk̂_0), and
+    dθ its sum from each step to the end (plus dΘ_T). Autograd over a float64 cumulative sum of the whole sequence
+    and a wrap of every element took about a tenth of the chunkwise forward+backward at T = 2048; on CPU both
+    directions are one C pass (``rotation_native.py``), else the same formulas in PyTorch."""
 
     @staticmethod
-    def forward(ctx, phase):
-        x = phase.double()
-        *lead, T, K = x.shape
-        C = _ANGLE_CHUNK
-        N = -(-T // C)
-        if N * C != T:  # zeros add nothing to a cumulative sum
-            x = torch.nn.functional.pad(x, (0, 0, 0, N * C - T))
-        local = x.reshape(*lead, N, C, K).cumsum(-2)
-        before = torch.nn.functional.pad(local[..., -1, :].cumsum(-2)[..., :-1, :], (0, 0, 1, 0))  # (..., N, K)
-        theta = (local + wrap_phase(before)[..., None, :]).reshape(*lead, N * C, K)[..., :T, :]
-        rot = torch.stack([torch.cos(theta), torch.sin(theta)], dim=-2).to(phase.dtype)  # (..., T, 2, K)
-        ctx.save_for_backward(rot)
-        return rot, wrap_phase(theta[..., -1, :]).to(phase.dtype)
+    def forward(ctx, q, k, phase):
+        from . import rotation_native
+
+        rot, theta_T = _angles(phase)
+        ctx.native = rotation_native.fits(q, k, rot)
+        if ctx.native:
+            qh, kh = rotation_native.rotate(q, k, rot)
+        else:  # [q, q] contiguous first: a product with q broadcast over the two parts runs in K-element pieces
+            qh, kh = (torch.cat([x, x], -1).view(rot.shape) * rot for x in (q, k))
+        ctx.save_for_backward(q, k, rot)
+        return qh, kh, theta_T
 
     @staticmethod
-    def backward(ctx, drot, dlast):
-        (rot,) = ctx.saved_tensors
+    def backward(ctx, dqh, dkh, dlast):
+        from . import rotation_native
+
+        q, k, rot = ctx.saved_tensors
+        if ctx.native:
+            return rotation_native.rotate_backward(q, k, rot, dqh, dkh, dlast)
         cos, sin = rot.unbind(-2)
-        if drot is None:
-            dtheta = torch.zeros_like(cos)
-        else:
-            dtheta = drot[..., 1, :] * cos - drot[..., 0, :] * sin
+        dq = dqh[..., 0, :] * cos + dqh[..., 1, :] * sin
+        dk = dkh[..., 0, :] * cos + dkh[..., 1, :] * sin
+        r0 = q * dqh[..., 0, :] + k * dkh[..., 0, :]
+        r1 = q * dqh[..., 1, :] + k * dkh[..., 1, :]
+        dtheta = cos * r1 - sin * r0
         if dlast is not None:  # Θ_T = Σ_t θ_t: its gradient joins the last step's before the reverse sum
             dtheta[..., -1, :] += dlast
-        return dtheta.flip(-2).cumsum(-2).flip(-2)
+        return dq, dk, dtheta.flip(-2).cumsum(-2).flip(-2)
 
 
 def rotating_frame(q: torch.Tensor, k: torch.Tensor, phase: torch.Tensor | None):
@@ -152,14 +172,13 @@ def rotating_frame(q: torch.Tensor, k: torch.Tensor, phase: torch.Tensor | None)
     With Θ_t = Σ_{j<=t} θ_j (over time) and the state in the rotating frame
     Z_t = [Re; -Im](e^{-iΘ_t} S_t) (2K × V, real), the recurrence becomes a real one with decay |a_t| on both
     halves:  Z_t = |a_t| Z_{t-1} + k̂_t v_tᵀ,  y_t = q̂_tᵀ Z_t,  and  q̂_τ·k̂_σ = Σ_d q_τd k_σd cos(Θ_τd - Θ_σd).
-    cos Θ and sin Θ come from float64 angles (``_Rotation``), so the rotation is exact at any T. Returns
+    cos Θ and sin Θ come from float64 angles (``_angles``), so the rotation is exact at any T. Returns
     ``(q̂, k̂, Θ_T)`` with Θ_T (..., K) the final angle; real transitions (``phase`` None) give R = 1, ``q̂ = q``,
     ``k̂ = k`` and Θ_T None.
     """
     if phase is None:
         return q[..., None, :], k[..., None, :], None
-    rot, theta_T = _Rotation.apply(phase)  # (..., T, 2, K), shared by q and k
-    return q[..., None, :] * rot, k[..., None, :] * rot, theta_T
+    return _RotatingFrame.apply(q, k, phase)
 
 
 def frame_state(state: torch.Tensor | None, R: int) -> torch.Tensor | None:

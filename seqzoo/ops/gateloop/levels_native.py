@@ -23,7 +23,8 @@ from pathlib import Path
 
 import torch
 
-from ..native_build import SUFFIX, NativeLibrary, split_rows
+from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, split_rows
+from ..native_build import pointer_at as _at  # short: the C calls below pass many addresses
 from .scores import flushed_exp
 from .scores_native import _LOG_FLUSH
 
@@ -53,13 +54,7 @@ library, unavailable = _LIB.library, _LIB.unavailable
 
 def fits(*tensors: torch.Tensor) -> bool:
     """Whether the level passes can run in C for these operands (else the PyTorch passes of ``softmax.py``)."""
-    return (
-        tensors[0].dtype in SUFFIX
-        and all(t.device.type == "cpu" and t.dtype == tensors[0].dtype for t in tensors)
-        and not torch.is_autocast_enabled("cpu")
-        and not torch.compiler.is_compiling()  # a C call would break the compiled graph
-        and library() is not None
-    )
+    return cpu_floats_for(_LIB, *tensors)
 
 
 def factors(lam: torch.Tensor) -> torch.Tensor:
@@ -69,11 +64,6 @@ def factors(lam: torch.Tensor) -> torch.Tensor:
 
 def _fn(name: str, dtype: torch.dtype):
     return getattr(library(), f"gateloop_level_{name}_{SUFFIX[dtype]}")
-
-
-def _at(t: torch.Tensor, offset: int) -> ctypes.c_void_p:
-    """The address of element ``offset`` (in elements) of ``t``'s storage view."""
-    return ctypes.c_void_p(t.data_ptr() + offset * t.element_size())
 
 
 def _level(t: torch.Tensor) -> torch.Tensor:

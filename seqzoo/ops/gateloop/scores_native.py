@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..native_build import SUFFIX, NativeLibrary, pointer, split_rows
+from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, pointer, split_rows
 from .scores import _FLUSH_BELOW, _dlam_from, flushed_exp  # scores.py imports this module only inside a call
 
 _i64, _ptr, _f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
@@ -47,13 +47,7 @@ def _factors(lam: torch.Tensor) -> torch.Tensor:
 
 def fits(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> bool:
     """Whether ``decayed_scores_native`` can take these operands (else the matmul construction)."""
-    return (
-        q.dtype in SUFFIX
-        and all(t.device.type == "cpu" and t.dtype == q.dtype for t in (q, k, lam))
-        and not torch.is_autocast_enabled("cpu")
-        and not torch.compiler.is_compiling()  # a C call would break the compiled graph
-        and library() is not None
-    )
+    return cpu_floats_for(_LIB, q, k, lam)
 
 
 def _blocks(N: int, call) -> None:
