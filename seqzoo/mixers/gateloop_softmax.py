@@ -54,8 +54,8 @@ def softmax_gateloop_attention(q, k, v, log_mag, phase, cache: GateLoopSoftmaxCa
     phase = torch.zeros_like(log_mag) if phase is None else phase.to(dt)
     q = q * scale  # the scores are linear in q: scaling (T, K) here spares a pass over (T, S + T)
     # training and prefill on CPU: no T×T scores (ops/gateloop/softmax.py); up to 128 tokens the materialised
-    # scores are faster (idle, forward+backward, batch 8, 4 heads: 11.1 vs 13.7 ms at T = 64, 23.5-25.1 vs
-    # 27.8-30.8 ms at T = 128; at T = 256 the blocked form is 1.6x faster)
+    # scores are faster (idle, forward+backward, batch 8, 4 heads, re-measured with the C passes of 2026-11-27:
+    # 8.3-8.4 vs 10.1 ms at T = 64, 17.5-17.9 vs 19.0-19.5 ms at T = 128; at T = 256 the blocked form is 1.9x faster)
     if cache is None and q.device.type == "cpu" and q.shape[1] > BLOCKED_FROM:
         y, L, Phi = softmax_relative_attention(q, k, v, log_mag, phase)
         return y, GateLoopSoftmaxCache(k, v, L, Phi)
