@@ -1,6 +1,7 @@
 """Where a ``gateloop_softmax`` training step goes against the attention layer of its size (CPU; docs/gateloop.md).
 
-    python tools/gateloop_softmax_parts.py [--T 1024] [--batch 8] [--d-model 64] [--n-heads 4] [--threads 1] [--repeats 5]
+    python tools/gateloop_softmax_parts.py [--T 1024] [--batch 8] [--d-model 64] [--n-heads 4] [--threads 1]
+        [--repeats 5]
 
 Prints the minimum over ``--repeats`` of forward + backward of:
 

@@ -2,10 +2,11 @@
 
 Used by the CPU code of ``ops/slstm/native.c``, ``ops/causal_conv/native.c``, ``ops/mlstm/output.c``,
 ``ops/mlstm/headwise.c``, ``ops/gateloop/scores.c``, ``ops/gateloop/levels.c`` and ``ops/gateloop/rotation.c``.
-``NativeLibrary(source, name, argtypes)`` compiles ``source`` once per source text, compiler, flags and CPU into ``$SEQZOO_CACHE/native`` (default
-``~/.cache/seqzoo/native``; ``-march=native``, so the file is keyed by the CPU as well), built aside and renamed
-so that no reader sees half a file. ``library()`` returns the loaded library or None (no compiler, a failed build,
-``SEQZOO_NATIVE=0``), and ``unavailable()`` says why. ``split_rows`` runs a single-threaded C loop over ranges of
+``NativeLibrary(source, name, argtypes)`` compiles ``source`` once per source text, compiler, flags and CPU into
+``$SEQZOO_CACHE/native`` (default ``~/.cache/seqzoo/native``; ``-march=native``, so the file is keyed by the CPU as
+well), built aside and renamed so that no reader sees half a file. ``library()`` returns the loaded library or None
+(no compiler, a failed build, ``SEQZOO_NATIVE=0``), and ``unavailable()`` says why. ``split_rows`` runs a
+single-threaded C loop over ranges of
 rows in PyTorch's intra-op threads.
 """
 
@@ -80,6 +81,13 @@ def split_rows(N: int, call) -> list:
         return [call(0, N)]
     with ThreadPoolExecutor(len(cuts) - 1) as pool:
         return list(pool.map(call, cuts[:-1], cuts[1:]))
+
+
+def run_rows(N: int, call, what: str) -> None:
+    """``split_rows`` over C loops that return 0, or non-zero when they could not allocate their buffers (then they
+    wrote nothing): a failure raises ``MemoryError`` naming ``what``."""
+    if any(split_rows(N, call)):
+        raise MemoryError(f"{what}: cannot allocate its buffers")
 
 
 class NativeLibrary:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from ...errors import InputError
+from . import rotation_native
 
 
 def compute_dtype(*tensors: torch.Tensor | None) -> torch.dtype:
@@ -136,8 +137,6 @@ class _RotatingFrame(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, phase):
-        from . import rotation_native
-
         rot, theta_T = _angles(phase)
         ctx.native = rotation_native.fits(q, k, rot)
         if ctx.native:
@@ -149,8 +148,6 @@ class _RotatingFrame(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dqh, dkh, dlast):
-        from . import rotation_native
-
         q, k, rot = ctx.saved_tensors
         if ctx.native:
             return rotation_native.rotate_backward(q, k, rot, dqh, dkh, dlast)

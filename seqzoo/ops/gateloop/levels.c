@@ -27,7 +27,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-
 /* a running product of the factors one token further, flushed below `flush` (0 stays 0) */
 static inline void advance(double *restrict prod, const double *restrict a, int64_t K, double flush) {
     for (int64_t d = 0; d < K; d++) {

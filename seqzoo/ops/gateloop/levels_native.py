@@ -8,11 +8,11 @@ and its outputs merge into the running output by log-sum-exp. In PyTorch each le
 over small tensors: prefix and suffix sums of λ, flushed exponentials, the products with q̂ and k̂ (broadcast over
 the cos / sin parts), the padding copies, the merge's exponentials and products, and in the backward the scaled
 output gradient and the gradients' ``addcmul_`` (≈ 97 ms of a 300 ms step at T = 1,024, docs/gateloop.md). Here:
-``operands`` (q_j, k_j, padded), ``merge_``, ``scaled_dy``, ``grads_`` (dq̂, dk̂, dv) and ``dlam`` are one loop each, with
-the factors as float64 running products from the midpoint outwards (``levels.c``). ``factors`` gives a = e^λ in
-float64 with the flush threshold of ``scores_native`` (products below it are 0, never subnormal). For CPU float32 /
-float64 operands where the library builds, outside autocast and ``torch.compile`` (``fits``); ``softmax.py``
-keeps the PyTorch passes otherwise, and the tests compare the two.
+``operands`` (q_j, k_j, padded), ``merge_``, ``scaled_dy``, ``grads_`` (dq̂, dk̂, dv) and ``dlam`` are one loop
+each, with the factors as float64 running products from the midpoint outwards (``levels.c``). ``factors`` gives
+a = e^λ in float64 with the flush threshold of ``scores_native`` (products below it are 0, never subnormal). For CPU
+float32 / float64 operands where the library builds, outside autocast and ``torch.compile`` (``fits``);
+``softmax.py`` keeps the PyTorch passes otherwise, and the tests compare the two.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, split_rows
+from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, run_rows
 from ..native_build import pointer_at as _at  # short: the C calls below pass many addresses
 from .scores import flushed_exp
 from .scores_native import _LOG_FLUSH
@@ -50,6 +50,7 @@ _LIB = NativeLibrary(
     },
 )
 library, unavailable = _LIB.library, _LIB.unavailable
+_WHAT = "gateloop softmax levels (levels.c)"
 
 
 def fits(*tensors: torch.Tensor) -> bool:
@@ -72,24 +73,19 @@ def _level(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-def _rows(N: int, call) -> None:
-    """``call(n0, n1)`` over the N rows in PyTorch's intra-op threads; a non-zero return is an allocation failure."""
-    if any(split_rows(N, call)):
-        raise MemoryError("gateloop softmax levels (levels.c): cannot allocate a row buffer")
-
-
 def operands(qh: torch.Tensor, kh: torch.Tensor, a: torch.Tensor, h: int, W: int):
     """``qh, kh (N, P, R, K)`` contiguous, ``a (N, P, K)`` float64 -> the level's ``q_j, k_j (N, P/2h, h, W)``."""
     N, P, R, K = qh.shape
     nb, RK = P // (2 * h), R * K
     qj, kj = qh.new_empty(N, nb, h, W), kh.new_empty(N, nb, h, W)
     fn, flush = _fn("operands", qh.dtype), math.exp(_LOG_FLUSH[qh.dtype])
-    _rows(
+    run_rows(
         N,
         lambda n0, n1: fn(
             n1 - n0, P, h, R, K, W, _at(qh, n0 * P * RK), _at(kh, n0 * P * RK), _at(a, n0 * P * K), flush,
             _at(qj, n0 * nb * h * W), _at(kj, n0 * nb * h * W),
         ),
+        _WHAT,
     )  # fmt: skip
     return qj, kj
 
@@ -101,12 +97,13 @@ def merge_(y: torch.Tensor, lse: torch.Tensor, o: torch.Tensor, lse_j: torch.Ten
     o = _level(o)
     (o0, o1, o2, _), (l0, l1, l2) = o.stride(), lse_j.stride()
     fn = _fn("merge", y.dtype)
-    _rows(
+    run_rows(
         N,
         lambda n0, n1: fn(
             n1 - n0, P, h, W, V, _at(y, n0 * P * W), _at(lse, n0 * P), _at(o, n0 * o0), o0, o1, o2,
             _at(lse_j, n0 * l0), l0, l1, l2,
         ),
+        _WHAT,
     )  # fmt: skip
 
 
@@ -118,12 +115,13 @@ def scaled_dy(dy: torch.Tensor, lse: torch.Tensor, lse_j: torch.Tensor, h: int, 
     dyj = dy.new_empty(N, nb, h, W)
     l0, l1, l2 = lse_j.stride()
     fn = _fn("dy", dy.dtype)
-    _rows(
+    run_rows(
         N,
         lambda n0, n1: fn(
             n1 - n0, P, h, W, V, _at(dy, n0 * P * ldy), ldy, _at(lse, n0 * P), _at(lse_j, n0 * l0), l0, l1, l2,
             _at(dyj, n0 * nb * h * W),
         ),
+        _WHAT,
     )  # fmt: skip
     return dyj
 
@@ -138,12 +136,13 @@ def grads_(dqh, dkh, dv, dq, dk, dv_j, a: torch.Tensor, h: int, V: int) -> None:
     s0, s1, s2, _ = dq.stride()
     RK = R * K
     fn, flush = _fn("grads", dqh.dtype), math.exp(_LOG_FLUSH[dqh.dtype])
-    _rows(
+    run_rows(
         N,
         lambda n0, n1: fn(
             n1 - n0, P, h, R, K, V, _at(a, n0 * P * K), flush, _at(dq, n0 * s0), _at(dk, n0 * s0),
             _at(dv_j, n0 * s0), s0, s1, s2, _at(dqh, n0 * P * RK), _at(dkh, n0 * P * RK), _at(dv, n0 * P * V),
         ),
+        _WHAT,
     )  # fmt: skip
 
 
@@ -153,6 +152,6 @@ def dlam(qh: torch.Tensor, kh: torch.Tensor, dqh: torch.Tensor, dkh: torch.Tenso
     N, P, R, K = qh.shape
     out = qh.new_empty(N, P, K)
     fn = _fn("dlam", qh.dtype)
-    _rows(N, lambda n0, n1: fn(n1 - n0, P, R, K, *(_at(t, n0 * P * R * K) for t in (qh, kh, dqh, dkh)),
-                               _at(out, n0 * P * K)))  # fmt: skip
+    run_rows(N, lambda n0, n1: fn(n1 - n0, P, R, K, *(_at(t, n0 * P * R * K) for t in (qh, kh, dqh, dkh)),
+                                  _at(out, n0 * P * K)), _WHAT)  # fmt: skip
     return out

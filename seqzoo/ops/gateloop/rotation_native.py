@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, pointer_at, split_rows
+from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, pointer_at, run_rows
 
 _i64, _ptr = ctypes.c_int64, ctypes.c_void_p
 _LIB = NativeLibrary(
@@ -35,11 +35,6 @@ def fits(*tensors: torch.Tensor) -> bool:
     return cpu_floats_for(_LIB, *tensors)
 
 
-def _rows(M: int, call) -> None:
-    if any(split_rows(M, call)):
-        raise MemoryError("gateloop rotation (rotation.c): cannot allocate a row buffer")
-
-
 def rotate(q: torch.Tensor, k: torch.Tensor, rot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``q, k (..., T, K)``, ``rot (..., T, 2, K)`` -> ``q̂, k̂ (..., T, 2, K)`` contiguous."""
     *lead, T, K = q.shape
@@ -52,7 +47,7 @@ def rotate(q: torch.Tensor, k: torch.Tensor, rot: torch.Tensor) -> tuple[torch.T
         ins = [pointer_at(t, m0 * T * K) for t in (q, k)] + [pointer_at(rot, m0 * T * 2 * K)]
         return fn(m1 - m0, T, K, *ins, *(pointer_at(t, m0 * T * 2 * K) for t in (qh, kh)))
 
-    _rows(M, call)
+    run_rows(M, call, "gateloop rotation (rotation.c)")
     return qh, kh
 
 
@@ -70,5 +65,5 @@ def rotate_backward(q, k, rot, dqh, dkh, dlast):
         outs = (pointer_at(t, m0 * T * K) for t in (dq, dk, dtheta))
         return fn(m1 - m0, T, K, *ins, pointer_at(dlast, m0 * K), *outs)
 
-    _rows(M, call)
+    run_rows(M, call, "gateloop rotation (rotation.c)")
     return dq, dk, dtheta

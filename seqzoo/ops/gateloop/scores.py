@@ -140,10 +140,10 @@ def flushed_exp(x: torch.Tensor, below: float) -> torch.Tensor:
     return x.clamp_min(below - 1.0).exp_().masked_fill_(x < below, 0.0)
 
 
-def _levels(q, k, lam, start: int = 1, factors: bool = True):
+def _levels(q, k, lam, start: int = 1):
     """Per level (half-block size h = start, 2 start, ..., P/2; ``start`` a power of two): the second halves of q,
     the first halves of k (views) and their decay factors e^{Σ_{m<=j<=τ} λ_j}, e^{Σ_{σ<j<m} λ_j} (``None`` for
-    h = 1: e^0; both ``None`` when ``factors`` is False, for callers that build them elsewhere)."""
+    h = 1: e^0)."""
     *lead, P, R, K = q.shape
     h = start
     while h < P:
@@ -151,8 +151,8 @@ def _levels(q, k, lam, start: int = 1, factors: bool = True):
         first, second = lam.reshape(*lead, n, 2, h, K).unbind(-3)
         q2 = q.reshape(*lead, n, 2, h, R, K).select(-4, 1)  # (..., n, h, R, K): τ in the second half
         k1 = k.reshape(*lead, n, 2, h, R, K).select(-4, 0)  # σ in the first half
-        row = _decay(prefix_sums(second), h)[..., None, :] if factors else None
-        col = _decay(suffix_sums(first), h)[..., None, :] if h > 1 and factors else None
+        row = _decay(prefix_sums(second), h)[..., None, :]
+        col = _decay(suffix_sums(first), h)[..., None, :] if h > 1 else None
         yield h, q2, k1, row, col
         h *= 2
 

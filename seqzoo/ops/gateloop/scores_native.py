@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, pointer, split_rows
+from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, pointer, run_rows
 from .scores import _FLUSH_BELOW, _dlam_from, flushed_exp  # scores.py imports this module only inside a call
 
 _i64, _ptr, _f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
@@ -33,6 +33,7 @@ _LIB = NativeLibrary(
     },
 )
 library, unavailable = _LIB.library, _LIB.unavailable
+_WHAT = "gateloop decayed scores (scores.c)"
 
 # factors and products below e^FLUSH are set to 0: float32 uses the matmul construction's threshold (e^-30 ≈ 1e-13,
 # far below a float32 score's rounding); the threshold's square must be a normal number, so that no product of two
@@ -50,13 +51,6 @@ def fits(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> bool:
     return cpu_floats_for(_LIB, q, k, lam)
 
 
-def _blocks(N: int, call) -> None:
-    """``call(n0, n1)`` over the N blocks, split across PyTorch's intra-op threads; a non-zero return is an
-    allocation failure."""
-    if any(split_rows(N, call)):
-        raise MemoryError("gateloop decayed scores (scores.c): cannot allocate a block's buffers")
-
-
 class _NativeScores(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, lam, upper):
@@ -66,8 +60,8 @@ class _NativeScores(torch.autograd.Function):
         A = q.new_empty(*lead, P, P)
         flush, fn = math.exp(_LOG_FLUSH[q.dtype]), getattr(library(), f"gateloop_scores_forward_{SUFFIX[q.dtype]}")
         qf, kf, af, Af = (t.view(N, -1) if N else None for t in (q, k, a, A))
-        _blocks(N, lambda n0, n1: fn(n1 - n0, P, R, K, *(pointer(t[n0]) for t in (qf, kf, af)), flush, float(upper),
-                                     pointer(Af[n0])))  # fmt: skip
+        run_rows(N, lambda n0, n1: fn(n1 - n0, P, R, K, *(pointer(t[n0]) for t in (qf, kf, af)), flush, float(upper),
+                                      pointer(Af[n0])), _WHAT)  # fmt: skip
         ctx.save_for_backward(q, k, a)
         return A
 
@@ -81,8 +75,8 @@ class _NativeScores(torch.autograd.Function):
         N = math.prod(lead)
         flush, fn = math.exp(_LOG_FLUSH[q.dtype]), getattr(library(), f"gateloop_scores_backward_{SUFFIX[q.dtype]}")
         qf, kf, af, dAf, dqf, dkf = (t.view(N, -1) if N else None for t in (q, k, a, dA, dq, dk))
-        _blocks(N, lambda n0, n1: fn(n1 - n0, P, R, K, *(pointer(t[n0]) for t in (qf, kf, af)), flush,
-                                     *(pointer(t[n0]) for t in (dAf, dqf, dkf))))  # fmt: skip
+        run_rows(N, lambda n0, n1: fn(n1 - n0, P, R, K, *(pointer(t[n0]) for t in (qf, kf, af)), flush,
+                                      *(pointer(t[n0]) for t in (dAf, dqf, dkf))), _WHAT)  # fmt: skip
         return dq, dk, _dlam_from(q, k, dq, dk), None
 
 

@@ -82,23 +82,26 @@ class _SoftmaxParts(torch.autograd.Function):
         a = levels_native.factors(lam) if native else None  # e^λ, float64, for the C loops
         N = B * H
         saved = []
-        for h, q2, k1, row, col in _levels(qh, kh, lam, start=b, factors=not native):
-            if native:  # one C pass for the operands, one for the merge (levels_native.py)
+        if native:  # one C pass for the operands and one for the merge per level (levels_native.py)
+            for h in (b << i for i in range((P // b).bit_length() - 1)):  # the half-blocks h = b, 2b, ..., P/2
                 q_j, k_j = levels_native.operands(qh.view(N, P, R, K), kh.view(N, P, R, K), a.view(N, P, K), h, W)
                 o_j, lse_j = _flash(q_j, k_j, _heads(_halves(vW, h, 0)), scale=1.0)
                 levels_native.merge_(y.view(N, P, W), lse.view(N, P), o_j, lse_j, h, V)
                 saved += [q_j, k_j, lse_j]
-                continue
-            q_j = _heads(_pad_last((q2 * row).flatten(-2), W))  # (B·H, n, h, W)
-            k_j = _heads(_pad_last((k1 * col).flatten(-2), W))
-            o_j, lse_j = _flash(q_j, k_j, _heads(_halves(vW, h, 0)), scale=1.0)
-            n = q_j.shape[1]
-            lse_j = lse_j.view(B, H, n, h)
-            ys, ls = _halves(y, h, 1), _halves(lse, h, 1)  # views: merged in place
-            new = torch.logaddexp(ls, lse_j)
-            ys.mul_(torch.exp(ls - new)[..., None]).addcmul_(o_j.view(B, H, n, h, W), torch.exp(lse_j - new)[..., None])
-            ls.copy_(new)
-            saved += [q_j, k_j, lse_j.view(N, n, h), row, col]
+        else:
+            for h, q2, k1, row, col in _levels(qh, kh, lam, start=b):
+                q_j = _heads(_pad_last((q2 * row).flatten(-2), W))  # (B·H, n, h, W)
+                k_j = _heads(_pad_last((k1 * col).flatten(-2), W))
+                o_j, lse_j = _flash(q_j, k_j, _heads(_halves(vW, h, 0)), scale=1.0)
+                n = q_j.shape[1]
+                lse_j = lse_j.view(B, H, n, h)
+                ys, ls = _halves(y, h, 1), _halves(lse, h, 1)  # views: merged in place
+                new = torch.logaddexp(ls, lse_j)
+                ys.mul_(torch.exp(ls - new)[..., None]).addcmul_(
+                    o_j.view(B, H, n, h, W), torch.exp(lse_j - new)[..., None]
+                )
+                ls.copy_(new)
+                saved += [q_j, k_j, lse_j.view(N, n, h), row, col]
         ctx.save_for_backward(vW, P0, lse0, y, lse, qh, kh, a if native else lam, *saved)
         ctx.V, ctx.native = V, native
         return y[..., :V]

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from ..native_build import SUFFIX, NativeLibrary, pointer, row_cuts, split_rows
+from ..native_build import SUFFIX, NativeLibrary, pointer, row_cuts, run_rows, split_rows
 
 _i64, _ptr, _lay = ctypes.c_int64, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)
 _LIB = NativeLibrary(
@@ -297,8 +297,7 @@ class _MapsNative(torch.autograd.Function):
                 written.add(o)
             return any(rcs)
 
-        if any(split_rows(N, call)):
-            raise MemoryError("mlstm headwise native backward (headwise.c): cannot allocate its partial sums")
+        run_rows(N, call, "mlstm headwise native backward (headwise.c)")
         sums = acc.sum(0)  # (maps, 4, E)
         gws = [_unrotated(sums[m].to(w.dtype), w.shape[0]) for m, w in enumerate(ws)]
         gin = [None if g is None else g.view(shape) for g in gxs]
