@@ -3,7 +3,8 @@
     python tools/gateloop_softmax_parts.py [--T 1024] [--batch 8] [--d-model 64] [--n-heads 4] [--threads 1]
         [--repeats 5]
 
-Prints the minimum over ``--repeats`` of forward + backward of:
+Prints the minimum over ``--repeats`` of forward + backward (freed memory kept in the process, as the ``seqzoo``
+command line keeps it; ``SEQZOO_MALLOC=system`` leaves malloc alone) of:
 
 * the two whole mixers (``attention``, ``gateloop_softmax``; loss = mean of the squared output);
 * the attention layer's own fused kernel call (causal SDPA over (B·H, T, d_head)), forward and backward;
@@ -28,6 +29,7 @@ import time
 import torch
 
 import seqzoo.ops.gateloop.softmax as gsm
+from seqzoo.host_memory import apply_malloc_setting
 from seqzoo.mixers import build_mixer
 from seqzoo.ops.gateloop.common import rotating_frame
 from seqzoo.ops.gateloop.scores import decayed_scores
@@ -141,6 +143,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
     a = p.parse_args()
+    apply_malloc_setting()  # freed memory kept for the next step, as the seqzoo command line does (SEQZOO_MALLOC)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     x = torch.randn(a.batch, a.T, a.d_model, requires_grad=True)
