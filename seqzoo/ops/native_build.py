@@ -6,8 +6,8 @@ Used by the CPU code of ``ops/slstm/native.c``, ``ops/causal_conv/native.c``, ``
 ``$SEQZOO_CACHE/native`` (default ``~/.cache/seqzoo/native``; ``-march=native``, so the file is keyed by the CPU as
 well), built aside and renamed so that no reader sees half a file. ``library()`` returns the loaded library or None
 (no compiler, a failed build, ``SEQZOO_NATIVE=0``), and ``unavailable()`` says why. ``split_rows`` runs a
-single-threaded C loop over ranges of
-rows in PyTorch's intra-op threads.
+single-threaded C loop over ranges of rows in PyTorch's intra-op threads; ``run_rows`` does so for loops that report
+a failed allocation, and raises ``MemoryError``.
 """
 
 from __future__ import annotations
