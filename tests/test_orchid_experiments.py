@@ -171,3 +171,24 @@ def test_orchid_images_through_the_sweep(tmp_path):
     done = json.loads((tmp_path / "runs" / rows[0]["run"] / "done.json").read_text())
     assert done["metrics"]["test_samples"] == 360  # the whole digits test split, none of it seen in training
     assert all((tmp_path / "runs" / r["run"] / "done.json").is_file() for r in rows)
+
+
+def test_orchid_ar_fft_scaling_reaches_orchid_and_the_static_model_only_when_set(tmp_path):
+    """``fft_scaling="authors"`` is a new run for Orchid and the static long conv (attention has no spectrum), and the
+    mixer gets it; the default leaves the run's configuration, and so every existing run key, as it was."""
+    kw = dict(models="long_conv,orchid,attention", steps=2, eval_every=2)
+    _ar(tmp_path / "a", **kw)
+    _ar(tmp_path / "b", fft_scaling="authors", **kw)
+    rows = {d: {r["model"]: r for r in json.loads((tmp_path / d / "results.json").read_text())} for d in "ab"}
+    for model in ("long_conv", "orchid"):
+        run_a, run_b = rows["a"][model]["run"], rows["b"][model]["run"]
+        assert run_a != run_b
+        args = lambda d, run: json.loads((tmp_path / d / "runs" / run / "config.json").read_text())["config"]["model"]  # noqa: E731
+        assert "fft_scaling" not in args("a", run_a)["args"]
+        assert args("b", run_b)["args"]["fft_scaling"] == "authors"
+        used = json.loads((tmp_path / "b" / "runs" / run_b / "train" / "model_config.json").read_text())
+        assert used["mixer_kwargs"][model]["fft_scaling"] == "authors"
+    assert rows["a"]["attention"]["run"] == rows["b"]["attention"]["run"]
+    with pytest.raises(InputError, match="fft_scaling"):
+        _ar(tmp_path / "bad", fft_scaling="ortho")
+    assert not (tmp_path / "bad").exists()

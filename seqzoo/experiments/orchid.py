@@ -166,6 +166,7 @@ def orchid_ar(
     param_groups: bool = True,
     schedule: str = "cosine",
     beta2: float = 0.95,
+    fft_scaling: str = "exact",
     procs: int = 1,
     collect_only: bool = False,
 ) -> dict[str, Any]:
@@ -175,8 +176,12 @@ def orchid_ar(
     arXiv:2302.10866: filter lr 1e-3, wd 0, positional features 1e-5); attention has no implicit filter and keeps one group.
     ``schedule``: "cosine" (10 % linear warm-up, cosine to 0) or "onecycle" (PyTorch's OneCycleLR with a 10 %
     rise, beta1 cycled 0.95-0.85: ``TrainConfig.schedule``); ``beta2``: AdamW's second-moment decay (PyTorch's
-    default is 0.999, this project's 0.95).
+    default is 0.999, this project's 0.95). ``fft_scaling``: the Orchid block's spectrum convention for Orchid and
+    the static long conv, "exact" (the DFT) or "authors" (the authors' code's 1/n spectra, under which H_theta
+    starts nearly constant; docs/orchid.md); it enters a run's configuration only when "authors", so the default
+    leaves every run's configuration, and so its key, as it was before the option existed.
     ``collect_only=True`` trains nothing: it tabulates the finished runs and the curves of unfinished ones."""
+    from ..mixers.orchid import SCALINGS
     from ..tasks import build_task
     from ..train.config import SCHEDULES
 
@@ -185,6 +190,7 @@ def orchid_ar(
     beta2 = float(beta2)
     if not 0.0 < beta2 < 1.0:
         raise InputError(f"beta2 must be in (0, 1), got {beta2}")
+    fft_scaling = choose([str(fft_scaling)], SCALINGS, "fft_scaling")[0]
     options = dict(
         vocab_sizes=as_ints(vocab_sizes),
         lengths=as_ints(lengths),
@@ -200,13 +206,15 @@ def orchid_ar(
         filter_optim=filter_optim(filter_lr, pos_lr, filter_wd, param_groups),
         schedule=schedule,
         beta2=beta2,
+        fft_scaling=fft_scaling,
     )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps({"experiment": "orchid-ar", **options}, indent=2) + "\n")
     train = _train_settings(steps, batch_size, lr, eval_every, eval_samples, weight_decay=0.1, schedule=schedule)
     train["betas"] = [0.9, beta2]
-    filters = {m: options["filter_optim"] if m in ("orchid", "long_conv") else {} for m in MIXERS}
+    scaling = {} if fft_scaling == "exact" else {"fft_scaling": fft_scaling}
+    filters = {m: {**options["filter_optim"], **scaling} if m in ("orchid", "long_conv") else {} for m in MIXERS}
     cells = [
         (V, T, s, m)
         for V in options["vocab_sizes"]
