@@ -180,12 +180,15 @@ def test_orchid_ar_fft_scaling_reaches_orchid_and_the_static_model_only_when_set
     _ar(tmp_path / "a", **kw)
     _ar(tmp_path / "b", fft_scaling="authors", **kw)
     rows = {d: {r["model"]: r for r in json.loads((tmp_path / d / "results.json").read_text())} for d in "ab"}
+
+    def builder_args(d, run):
+        return json.loads((tmp_path / d / "runs" / run / "config.json").read_text())["config"]["model"]["args"]
+
     for model in ("long_conv", "orchid"):
         run_a, run_b = rows["a"][model]["run"], rows["b"][model]["run"]
         assert run_a != run_b
-        args = lambda d, run: json.loads((tmp_path / d / "runs" / run / "config.json").read_text())["config"]["model"]  # noqa: E731
-        assert "fft_scaling" not in args("a", run_a)["args"]
-        assert args("b", run_b)["args"]["fft_scaling"] == "authors"
+        assert "fft_scaling" not in builder_args("a", run_a)
+        assert builder_args("b", run_b)["fft_scaling"] == "authors"
         used = json.loads((tmp_path / "b" / "runs" / run_b / "train" / "model_config.json").read_text())
         assert used["mixer_kwargs"][model]["fft_scaling"] == "authors"
     assert rows["a"]["attention"]["run"] == rows["b"]["attention"]["run"]

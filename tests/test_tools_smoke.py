@@ -9,11 +9,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(script: str, *args: str) -> str:
+def _proc(script: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(ROOT / "tools" / script), *args], capture_output=True, text=True, env=env, timeout=300
     )
+
+
+def _run(script: str, *args: str) -> str:
+    proc = _proc(script, *args)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -73,13 +77,7 @@ def test_orchid_filter_probe_reads_a_run_at_init_checkpoint_and_final(tmp_path):
         (rows[at],) = [line for line in out.splitlines() if line.startswith("| abc ")]
     assert "| model=orchid, seed=3 | 0 |" in rows["init"] and "| 4 |" in rows["checkpoint"]
     assert rows["init"].split("|")[5:] != rows["checkpoint"].split("|")[5:]
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "orchid_filter_probe.py"), str(run)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=300,
-    )
+    proc = _proc("orchid_filter_probe.py", str(run))
     assert proc.returncode != 0 and "no train/model" in proc.stderr
     model.save_pretrained(run / "train" / "model")
     out = _run("orchid_filter_probe.py", str(run), "--samples", "16")

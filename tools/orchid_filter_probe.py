@@ -21,25 +21,29 @@ from seqzoo.eval import evaluate
 from seqzoo.eval.orchid_filter import orchid_filter_variation
 from seqzoo.models.base import SeqzooModel
 from seqzoo.sweep.train_run import build
+from seqzoo.tasks import build_task
 from seqzoo.train.checkpoint import CHECKPOINT_NAME
 
 
 def load(run: Path, at: str):
-    """(model, task, step) of one sweep run at ``at``."""
-    config = json.loads((run / "config.json").read_text())["config"]
-    model, task = build(config)
+    """(model, task, step, labels) of one sweep run at ``at``."""
+    record = json.loads((run / "config.json").read_text())
+    config, labels = record["config"], record.get("labels", {})
     if at == "final":
         if not (run / "train" / "model").is_dir():
             raise SystemExit(f"{run}: no train/model (the run has not finished); use --at checkpoint")
-        return SeqzooModel.from_pretrained(run / "train" / "model"), task, int(config["train"]["steps"])
+        task_args = dict(config["task"])
+        task = build_task(task_args.pop("name"), **task_args)
+        return SeqzooModel.from_pretrained(run / "train" / "model"), task, int(config["train"]["steps"]), labels
+    model, task = build(config)  # the run's seed gives its initial weights
     if at == "checkpoint":
         path = run / "train" / CHECKPOINT_NAME
         if not path.is_file():
             raise SystemExit(f"{run}: no train/{CHECKPOINT_NAME}")
         state = torch.load(path, map_location="cpu", weights_only=False)
         model.load_state_dict(state["model"])
-        return model, task, int(state["step"])
-    return model, task, 0
+        return model, task, int(state["step"]), labels
+    return model, task, 0, labels
 
 
 def main(argv=None) -> None:
@@ -53,11 +57,10 @@ def main(argv=None) -> None:
     print("| run | labels | step | held-out accuracy | input_share per layer | adaptive_static per layer |")
     print("|---|---|---|---|---|---|")
     for run in args.runs:
-        model, task, step = load(run, args.at)
+        model, task, step, labels = load(run, args.at)
         inputs, targets = task.build(args.samples, args.seed, "valid")
         acc = evaluate(model.eval(), inputs, targets)["accuracy"]
         rows = orchid_filter_variation(model, inputs)
-        labels = json.loads((run / "config.json").read_text()).get("labels", {})
         label = ", ".join(f"{k}={v}" for k, v in labels.items())
         share = " / ".join(f"{r['input_share']:.3f}" for r in rows)
         ratio = " / ".join(f"{r['adaptive_static']:.2f}" for r in rows)

@@ -56,11 +56,8 @@ def orchid_filter_variation(model: nn.Module, inputs: torch.Tensor) -> list[dict
 
 def _variation(layer, u: torch.Tensor, context: torch.Tensor | None) -> dict[str, float]:
     T = u.shape[1]
-    dtype = torch.float64 if u.dtype == torch.float64 else torch.float32
-    H_theta = layer.adaptive_spectrum(u, context=context).to(
-        torch.complex128 if dtype == torch.float64 else torch.complex64
-    )
-    H_0 = layer._static_spectrum(layer.filter, T, layer.fft_size(T), "fft", dtype)  # (D, F)
+    H_theta = layer.adaptive_spectrum(u, context=context)  # (B, D, F), in the mixer's compute precision
+    H_0 = layer._static_spectrum(layer.filter, T, layer.fft_size(T), "fft", H_theta.real.dtype)  # (D, F), as in forward
     energy = lambda z: z.abs().square().mean()  # noqa: E731
     spread = energy(H_theta - H_theta.mean(0, keepdim=True))
     return {
