@@ -21,6 +21,23 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """One claim of a paper as a comparison of two zoo models on a probe."""
+
+    better: str
+    worse: str
+    source: str  # where the paper says it, e.g. "xLSTM §4.1"
+    relation: str = ">"  # ">": better above worse; "≈": the two level
+    at: str = "T"  # "T": at the training length; "longest": at the probe's longest evaluated length
+
+    def text(self, metric: str, longest: int | None) -> str:
+        where = f" at length {longest}" if self.at == "longest" and longest else ""
+        rel = "above" if self.relation == ">" else "level with"
+        name = metric.replace("valid_", "")
+        return f"{self.better} {rel} {self.worse} on {name}{where} ({self.source})"
+
+
+@dataclass(frozen=True)
 class Probe:
     name: str
     claim: str
@@ -33,12 +50,18 @@ class Probe:
     needs_text: bool = False  # task gets path= from --data / $SEQZOO_DATA, skipped without
     models: tuple | None = None  # None: the suite's models
     reference: str = "attention"  # the model that must learn the probe for its comparisons to count
+    expects: tuple[Expectation, ...] = ()  # the paper claims as model comparisons (the report's findings table)
 
     def settings(self) -> list[Any]:
         return list(self.values) if self.axis else [None]
 
     def task_args(self, value: Any) -> dict[str, Any]:
         return {**self.task, **({self.axis: value} if self.axis else {})}
+
+    def longest_length(self) -> int | None:
+        """The longest length the probe is evaluated at beyond its training length, or None."""
+        lengths = (self.eval or {}).get("task_lengths") or (self.eval or {}).get("lengths")
+        return max(lengths) if lengths else None
 
 
 MQAR_CLAIM = "recall capacity of a fixed-size state (Zoology; Griffin §6: Hawk below MQA and Griffin)"
@@ -60,6 +83,24 @@ SELECT_CLAIM = (
 )
 RMT_CLAIM = "memory tokens carry facts across segments (RMT §3-4); attention sees the whole input"
 ORCHID_CLAIM = "a data-dependent global convolution recalls like attention in an encoder (Orchid §4.1)"
+# the claims as model comparisons (the report's findings table); "longest": at the probe's longest evaluated length
+MQAR_EXPECTS = (
+    Expectation("attention", "hawk", "Griffin §6 / Zoology: a fixed-size state recalls less"),
+    Expectation("griffin", "hawk", "Griffin §6: local attention restores recall"),
+)
+TEXT_EXPECTS = tuple(
+    Expectation(m, "attention", "Griffin §6.1, xLSTM §4.3: extrapolation", at="longest") for m in ("hawk", "xlstm")
+)
+STATE_EXPECTS = tuple(
+    Expectation("slstm", m, "xLSTM §4.1: the sLSTM tracks state, attention and linear RNNs do not", at="longest")
+    for m in ("attention", "mlstm")
+)
+COPY_EXPECTS = tuple(
+    Expectation(m, "attention", "Griffin §6.2: copying past the training length", at="longest")
+    for m in ("hawk", "griffin")
+)
+RMT_EXPECTS = (Expectation("rmt", "attention", "RMT §4: memory carries facts across segments", relation="≈"),)
+ORCHID_EXPECTS = (Expectation("orchid", "attention_encoder", "Orchid §4.1: recall as well as attention", relation="≈"),)
 # quick-suite budgets, from measured attention runs (docs/zoo.md "Probe budgets"): batch 64, 4 heads, RoPE base 100
 LONG_BUDGET = {"steps": 500, "batch_size": 64, "warmup_steps": 20, "eval_every": 100}
 MQAR_QUICK_BUDGET = {**LONG_BUDGET, "steps": 600}  # attention leaves the plateau at 200-600 steps (4 seeds)
@@ -77,6 +118,7 @@ def _probes(long: bool) -> list[Probe]:
             {"name": "parity", "seq_len": 16},
             train=budget,
             eval={"task_lengths": [16, 32, 64], "samples": 256},
+            expects=STATE_EXPECTS,
         ),
         Probe(
             "induction_heads",
@@ -84,6 +126,7 @@ def _probes(long: bool) -> list[Probe]:
             {"name": "induction_heads", "vocab_size": 16, "seq_len": 32},
             train={} if long else INDUCTION_QUICK_BUDGET,
             eval={"task_lengths": [32, 128], "samples": 256},
+            expects=COPY_EXPECTS,
         ),
         Probe(
             "rmt_mqar",
@@ -91,6 +134,7 @@ def _probes(long: bool) -> list[Probe]:
             {"name": "mqar", "vocab_size": 16, "num_pairs": 4, "seq_len": 32},
             train=MQAR_QUICK_BUDGET if not long else {},  # the quick MQAR probe's task and budget, in segments
             models=("attention", "rmt"),
+            expects=RMT_EXPECTS,
         ),
         Probe(
             "orchid_recall",
@@ -99,6 +143,7 @@ def _probes(long: bool) -> list[Probe]:
             train=budget,
             models=("attention_encoder", "orchid"),
             reference="attention_encoder",
+            expects=ORCHID_EXPECTS,
         ),
     ]
     if long:
@@ -108,6 +153,7 @@ def _probes(long: bool) -> list[Probe]:
                 STATE_CLAIM,
                 {"name": "modular_sum", "modulus": 5, "seq_len": 16},
                 eval={"task_lengths": [16, 32, 64], "samples": 512},
+                expects=STATE_EXPECTS,
             )
         ]
         out[3:3] = [
@@ -116,6 +162,7 @@ def _probes(long: bool) -> list[Probe]:
                 SELECT_CLAIM,
                 {"name": "selective_copy", "vocab_size": 16, "seq_len": 32, "n_tokens": 4},
                 eval={"task_lengths": [32, 128], "samples": 512},
+                expects=COPY_EXPECTS,
             )
         ]
     return out
@@ -145,6 +192,7 @@ SUITES: dict[str, dict[str, Any]] = {
                 "num_pairs",
                 (4,),  # 2 pairs too in the full suite: the quick suite must fit 15 min of a 2-core CPU
                 train=MQAR_QUICK_BUDGET,
+                expects=MQAR_EXPECTS,
             ),
             Probe(
                 "text",
@@ -153,6 +201,7 @@ SUITES: dict[str, dict[str, Any]] = {
                 metric="valid_loss",
                 eval={"lengths": [64, 128, 256, 512], "tokens": 4096, "bins": 16},
                 needs_text=True,
+                expects=TEXT_EXPECTS,
             ),
             *_probes(long=False),
         ],
@@ -178,7 +227,14 @@ SUITES: dict[str, dict[str, Any]] = {
         "probes": [
             # 2, 8 and 12 pairs: 4 pairs (between the easy and the separating setting) costs ~100 CPU-core minutes
             # and was dropped to keep the suite within a few hours of a 2-core CPU
-            Probe("mqar", MQAR_CLAIM, {"name": "mqar", "vocab_size": 32, "seq_len": 64}, "num_pairs", (2, 8, 12)),
+            Probe(
+                "mqar",
+                MQAR_CLAIM,
+                {"name": "mqar", "vocab_size": 32, "seq_len": 64},
+                "num_pairs",
+                (2, 8, 12),
+                expects=MQAR_EXPECTS,
+            ),
             Probe(
                 "text",
                 TEXT_CLAIM,
@@ -188,6 +244,7 @@ SUITES: dict[str, dict[str, Any]] = {
                 train=TEXT_FULL_BUDGET,
                 eval={"lengths": [128, 256, 512, 1024], "tokens": 16384, "bins": 16},
                 needs_text=True,
+                expects=TEXT_EXPECTS,
             ),
             *_probes(long=True),
         ],

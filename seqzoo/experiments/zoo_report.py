@@ -1,4 +1,4 @@
-"""The zoo report: settings, summary (probe × model, spread over seeds, parameters, wall time, tokens/s),
+"""The zoo report: the findings table (each paper claim against the measured numbers, ``zoo_findings.py``), settings, summary (probe × model, spread over seeds, parameters, wall time, tokens/s),
 accuracy-vs-difficulty, loss-vs-position, learning curves, and which differences exceed the seed spread (at the
 training length and at the longest evaluated length). Each probe's reference (``Probe.reference``: attention, or the
 encoder attention for the encoder probe) is checked for learning it. Everything is drawn from the sweep's run
@@ -12,6 +12,7 @@ from typing import Any
 from ..sweep import Report, aggregate, mean_curve, plot_series, separations, write_tables
 from ..sweep.grid import code_version
 from ..sweep.merge import markdown_table, spread
+from .zoo_findings import findings
 from .zoo_models import DESCRIPTIONS
 
 METRICS = ["valid_accuracy", "valid_loss", "params", "train_s", "tokens_per_s"]
@@ -21,12 +22,6 @@ LONGEST = "at_longest"  # the probe's metric at its longest evaluated length (se
 
 def _higher(metric: str) -> bool:
     return "acc" in metric
-
-
-def longest_length(probe) -> int | None:
-    """The longest length a probe is evaluated at beyond its training length, or None."""
-    lengths = (probe.eval or {}).get("task_lengths") or (probe.eval or {}).get("lengths")
-    return max(lengths) if lengths else None
 
 
 def longest_length_value(record: dict[str, Any], probe) -> float | None:
@@ -63,7 +58,7 @@ def _summary_rows(rows: list[dict[str, Any]], probes: dict[str, Any]) -> list[di
                 "metric": m.replace("valid_", ""),
                 "mean (min–max)": spread(r, m),
                 "at longest length": (
-                    f"{spread(r, LONGEST)} at {longest_length(probes[r['probe']])}"
+                    f"{spread(r, LONGEST)} at {probes[r['probe']].longest_length()}"
                     if r.get(f"{LONGEST}_mean") is not None
                     else "-"
                 ),
@@ -95,12 +90,19 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
     figs = out / "figures"
     rep = Report(f"seqzoo zoo — suite {settings['suite']}")
 
+    found = findings(rows, probes, LONGEST, MIN_GAP)
+    write_tables(found, out, "findings")
+    rep.heading("Findings: each paper claim against what was measured")
+    if found:
+        rep.table(found, ["probe", "setting", "claim", "measured", "verdict", "calibrated"])
+    else:
+        rep.text("No probe of this run states a claim as a comparison of two of its models.")
+
     rep.heading("Settings")
     rep.bullets(
         [
-            f"models: {', '.join(f'{m} ({DESCRIPTIONS.get(m, m)})' for m in settings['models'])}",
-            f"width d_model={settings['d_model']}, depth {settings['n_layers']} blocks, seeds {settings['seeds']}, "
-            f"attention heads {settings.get('attention_heads', '-')}",
+            f"width d_model={settings['d_model']}, depth {settings['n_layers']} blocks, seeds "
+            f"{', '.join(str(s) for s in settings['seeds'])}, attention heads {settings.get('attention_heads', '-')}",
             f"code version {code_version('seqzoo.sweep.train_run:train_run')}; runs under {out / 'runs'}",
             *(f"skipped probe — {s}" for s in settings["skipped"]),
             *(
@@ -115,10 +117,21 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
             ),
         ]
     )
-    for info in settings["probes"]:
-        p = info["probe"]
-        axis = f"; difficulty {p.axis} ∈ {list(p.values)}" if p.axis else ""
-        rep.text(f"{p.name}: {p.claim}. Task {info['task']}{axis}. Budget {info['train']}.")
+    rep.table([{"model": m, "what it is": DESCRIPTIONS.get(m, m)} for m in settings["models"]], ["model", "what it is"])
+    probe_rows = [
+        {
+            "probe": info["probe"].name,
+            "claim": info["probe"].claim,
+            "task": _settings_text(info["task"]),
+            "difficulty": f"{info['probe'].axis} ∈ {', '.join(map(str, info['probe'].values))}"
+            if info["probe"].axis
+            else "-",
+            "budget": _settings_text(info["train"]),
+        }
+        for info in settings["probes"]
+    ]
+    if probe_rows:
+        rep.table(probe_rows, list(probe_rows[0]))
 
     rep.heading("Summary (mean over seeds, min–max in brackets)")
     rep.table(summary, list(summary[0]) if summary else ["probe"])
@@ -152,9 +165,9 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
     for name, p in probes.items():
         sub = [r for r in rows if r["probe"] == name]
         seps += separations(sub, p.metric, by="model", within=["probe", "setting"], higher_is_better=_higher(p.metric))
-        if longest_length(p) is not None:
+        if p.longest_length() is not None:
             far = separations(sub, LONGEST, by="model", within=["probe", "setting"], higher_is_better=_higher(p.metric))
-            seps += [{**s, "metric": f"{p.metric} at length {longest_length(p)}"} for s in far]
+            seps += [{**s, "metric": f"{p.metric} at length {p.longest_length()}"} for s in far]
     measured = [s for s in seps if not s["n1"]]
     wide = [s for s in measured if _gap(s) >= MIN_GAP]
     if wide:
@@ -171,7 +184,7 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
     write_tables(seps, out, "separations")
 
     for name, p in probes.items():
-        if p.axis:
+        if p.axis and len(p.values) > 1:  # one difficulty value: a plot with one point says nothing a table does not
             series = {}
             for model, recs in _by_model(records, probe=name).items():
                 pts = [(r["labels"]["setting"], r["metrics"].get(p.metric)) for r in recs]
@@ -210,12 +223,13 @@ def write_zoo_report(out: Path, records: list[dict[str, Any]], settings: dict[st
             _length_section(rep, figs, name, p, _by_model(records, probe=name))
         hardest = p.settings()[-1]
         label = "-" if hardest is None else f"{p.axis}={hardest}"
+        title = name if hardest is None else f"{name} {label}"
         curves = {m: mean_curve(rs, "curve") for m, rs in _by_model(records, probe=name, setting=label).items()}
         png = plot_series(
-            figs / f"{name}_curves.png", curves, "step", "train loss", f"{name} {label}: learning curves", logy=True
+            figs / f"{name}_curves.png", curves, "step", "train loss", f"{title}: learning curves", logy=True
         )
-        rep.heading(f"{name}: learning curves ({label})")
-        rep.figure(png, f"{name} {label}: training loss (mean over seeds)")
+        rep.heading(f"{title}: learning curves")
+        rep.figure(png, f"{title}: training loss (mean over seeds)")
 
     if missing:
         rep.heading("Not trained yet")
@@ -261,6 +275,11 @@ def _length_section(rep: Report, figs: Path, name: str, p, by_model: dict[str, l
         logx=True,
     )
     rep.figure(png, f"{name}: held-out accuracy at each evaluation length (mean over seeds)")
+
+
+def _settings_text(d: dict[str, Any]) -> str:
+    """Settings as ``key value`` pairs for a table cell, not a Python dict."""
+    return ", ".join(f"{k} {v}" for k, v in d.items())
 
 
 def _f(v: Any) -> str:
