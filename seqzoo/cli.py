@@ -510,7 +510,7 @@ def make_parser() -> argparse.ArgumentParser:
     from .convert.cli import add_parser as add_convert_parser
 
     add_convert_parser(sub)
-    from .kernels.cli import add_parser as add_kernels_parser
+    from .bench.aot_cli import add_parser as add_kernels_parser
 
     add_kernels_parser(sub)
     return p

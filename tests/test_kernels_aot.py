@@ -1,4 +1,4 @@
-"""Ahead-of-time compile check of the Triton kernels for NVIDIA targets (seqzoo/kernels/aot.py), the autotune
+"""Ahead-of-time compile check of the Triton kernels for NVIDIA targets (seqzoo/bench/aot.py), the autotune
 prune hook (seqzoo/kernels/prune.py) and the 64-bit index check. Compiling needs triton (no GPU)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from seqzoo.kernels.prune import Usage, keep_mask, smem_limit
 
 triton = pytest.importorskip("triton")
 
-from seqzoo.kernels import aot
+from seqzoo.bench import aot
 
 # ------------------------------------------------------------------------------------------ decision logic (CPU)
 
@@ -116,7 +116,7 @@ _BAD = """
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from seqzoo.kernels.aot import unsafe_offsets
+from seqzoo.bench.aot import unsafe_offsets
 
 @triton.jit
 def k(x_ptr, y_ptr, T, H, BLOCK: tl.constexpr):

@@ -19,7 +19,8 @@ import torch
 triton = pytest.importorskip("triton")
 import triton.language as tl
 
-from seqzoo.kernels import aot, prune
+from seqzoo.bench import aot
+from seqzoo.kernels import prune
 
 sys.path.insert(0, str(Path(__file__).parent))
 import kernel_bounds

@@ -14,12 +14,25 @@ from ..errors import InputError
 from .device import interpreting
 
 _TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+_gpu_operands = [False]  # set by gpu_operand_dtypes(): answer dot_dtype as on a GPU even under the interpreter
+
+
+@contextmanager
+def gpu_operand_dtypes():
+    """Inside this block ``dot_dtype`` gives the GPU's operand dtypes under the interpreter too, so that launches
+    captured on a CPU (``bench/aot_capture.py``) carry the 16-bit operands a GPU compiles. Not thread-scoped: the
+    capture's backward runs on autograd's threads."""
+    _gpu_operands[0] = True
+    try:
+        yield
+    finally:
+        _gpu_operands[0] = False
 
 
 def dot_dtype(dtype: torch.dtype):
     """Operand dtype of ``tl.dot``: the input's own 16-bit type on the GPU (fp32 accumulation), fp32 for fp32
-    inputs and always under the interpreter (which cannot multiply bf16 tiles)."""
-    if interpreting() or dtype == torch.float32:
+    inputs and always under the interpreter (which cannot multiply bf16 tiles), unless ``gpu_operand_dtypes``."""
+    if (interpreting() and not _gpu_operands[0]) or dtype == torch.float32:
         return tl.float32
     if dtype not in _TL:
         raise InputError(f"triton kernels take float32/float16/bfloat16 inputs, got {dtype}")
@@ -70,7 +83,7 @@ def probe_launches(run: Callable[[], object]) -> list[tuple]:
     """The (kernel, args, constexpr kwargs) of every launch ``run()`` makes, no kernel run. ``run`` calls an op's
     real entry point on tiny inputs with the shape's dtypes, head dims and chunk, with inputs that require grad
     where training would: ``apply`` then runs the op's backward too. Outputs are left unwritten, so only the launch
-    code runs (the same idea as ``kernels/aot_capture.py``)."""
+    code runs (the same idea as ``bench/aot_capture.py``)."""
     with _recording() as rec:
         run()
     return rec

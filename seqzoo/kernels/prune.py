@@ -1,7 +1,7 @@
 """Autotune configs that cannot run well are never tried: drop those over the shared-memory limit or that spill.
 
 ``keep_mask`` is the one decision, used by the autotune hook on a GPU, by the dispatchers' shape check and by the
-ahead-of-time table (``seqzoo kernels check``, ``kernels/aot.py``) on any machine: a config is kept when it
+ahead-of-time table (``seqzoo kernels check``, ``bench/aot.py``) on any machine: a config is kept when it
 compiled, its shared memory fits the target's per-block limit and ptxas reports no register spills (spills go to
 local memory, i.e. DRAM). A spilling config is never launched: when no config of a launch is kept, the hook raises,
 naming the kernel and the target. Nor is a config in ``KNOWN_FAULTS``: one that compiled cleanly but faulted or

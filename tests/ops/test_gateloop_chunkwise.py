@@ -17,7 +17,7 @@ from seqzoo.errors import InputError
 from seqzoo.mixers.gateloop_softmax import softmax_gateloop_attention
 from seqzoo.ops.gateloop import scores_native
 from seqzoo.ops.gateloop.attention import gateloop_attention, relative_scores
-from seqzoo.ops.gateloop.bench import main as bench_main
+from seqzoo.bench.gateloop_chunkwise import main as bench_main
 from seqzoo.ops.gateloop.chunkwise import gateloop_chunkwise
 from seqzoo.ops.gateloop.common import rotating_frame
 from seqzoo.ops.gateloop.naive import gateloop_naive

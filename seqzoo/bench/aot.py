@@ -19,7 +19,7 @@ No GPU is needed: triton's compiler and the ``ptxas`` / ``cuobjdump`` shipped in
 5. **Index safety**: ``unsafe_offsets`` reads the TTIR: a pointer offset computed in 32 bits from a program id and
    a runtime size (e.g. ``pid * T * H * K``) can pass 2³¹ at the presets' sizes; the row counts such offsets.
 
-``seqzoo kernels check`` (``kernels/cli.py``) is the command line.
+``seqzoo kernels check`` (``bench/aot_cli.py``) is the command line.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import InputError, require
-from .prune import Usage, config_label, keep_mask, known_fault, smem_limit
-from .switch import chunk_halvings
+from ..kernels.prune import Usage, config_label, keep_mask, known_fault, smem_limit
+from ..kernels.switch import chunk_halvings
 
 TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100}
 DTYPES = ("float32", "bfloat16", "float16")
@@ -130,7 +130,7 @@ def capture(scs: list[dict]) -> list[dict]:
     """Launch records of ``scs`` from ``aot_capture`` in a ``TRITON_INTERPRET=1`` subprocess."""
     env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
     r = subprocess.run(
-        [sys.executable, "-m", "seqzoo.kernels.aot_capture"],
+        [sys.executable, "-m", "seqzoo.bench.aot_capture"],
         input=json.dumps(scs),
         capture_output=True,
         text=True,
@@ -346,7 +346,7 @@ def _env(cache_dir: str | None) -> dict:
 
 def _run_worker(req: dict, cache_dir: str | None = None):
     r = subprocess.run(
-        [sys.executable, "-m", "seqzoo.kernels.aot"],
+        [sys.executable, "-m", "seqzoo.bench.aot"],
         input=json.dumps(req),
         capture_output=True,
         text=True,
@@ -381,7 +381,7 @@ def compile_jobs(
         if not part:
             continue
         p = subprocess.Popen(
-            [sys.executable, "-m", "seqzoo.kernels.aot"],
+            [sys.executable, "-m", "seqzoo.bench.aot"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

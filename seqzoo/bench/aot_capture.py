@@ -1,6 +1,6 @@
 """Record every Triton kernel launch of the ops' real entry points, without running the kernels.
 
-Run as ``TRITON_INTERPRET=1 python -m seqzoo.kernels.aot_capture < scenarios.json > launches.json`` (``aot.capture``
+Run as ``TRITON_INTERPRET=1 python -m seqzoo.bench.aot_capture < scenarios.json > launches.json`` (``aot.capture``
 does this in a subprocess: the interpreter must be chosen before triton is imported). Each scenario calls an op
 dispatcher (``ops.mlstm.mlstm``, ``ops.gateloop.gateloop``, ``ops.rglru.rglru`` / ``linear_scan``,
 ``ops.causal_conv.causal_conv1d``) with ``mode="triton"`` at the requested head dims, chunk size and dtype, forward
@@ -158,20 +158,20 @@ def capture(scenarios: list[dict]) -> list[dict]:
     """Launch records of ``scenarios`` (in this process: TRITON_INTERPRET=1 must already be set)."""
     import triton  # noqa: F401  (the interpreter is chosen at import)
 
-    from ..ops.causal_conv import triton as _c  # noqa: F401  (import before dot_dtype is switched below)
+    from ..kernels import _common
+    from ..ops.causal_conv import triton as _c  # noqa: F401  (their autotune configs: the interpreter's, at import)
     from ..ops.gateloop import triton as _g  # noqa: F401
     from ..ops.mlstm import triton as _m  # noqa: F401
     from ..ops.rglru import triton as _r  # noqa: F401
-    from . import _common
 
-    _common.interpreting = lambda: False  # dot_dtype's GPU answer; configs() above already ran
     records: list = []
     label = [""]
     install_recorder(records, label)
     torch.manual_seed(0)
-    for sc in scenarios:
-        label[0] = json.dumps(sc, sort_keys=True)
-        scenario(sc)
+    with _common.gpu_operand_dtypes():  # the launches carry the 16-bit dot operands a GPU compiles
+        for sc in scenarios:
+            label[0] = json.dumps(sc, sort_keys=True)
+            scenario(sc)
     return records
 
 

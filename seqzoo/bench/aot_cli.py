@@ -1,4 +1,4 @@
-"""``seqzoo kernels check``: compile every Triton kernel for NVIDIA targets on this machine (``kernels/aot.py``)."""
+"""``seqzoo kernels check``: compile every Triton kernel for NVIDIA targets on this machine (``bench/aot.py``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Time the chunkwise GateLoop against its per-token loop and the mLSTM chunkwise at equal state size (one run).
 
-    python -m seqzoo.ops.gateloop.bench --B 2 --T 2048 --d-model 256 --n-heads 4 --threads 1 --out results/gateloop-bench.json
+    python -m seqzoo.bench.gateloop_chunkwise --B 2 --T 2048 --d-model 256 --n-heads 4 --threads 1 --out results/gateloop-bench.json
 
 Multi-head GateLoop with K = V = d_model / n_heads per head and data-controlled complex transitions (γ̃ ~ 1 + 2·N(0, 1),
 θ ~ N(0, 1)); its state is K × V complex per head, i.e. 2K × V reals. The mLSTM contender
@@ -21,12 +21,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ...bench.kernels import _time_cpu_interleaved
-from ...errors import InputError
-from ..mlstm import mlstm_chunkwise
-from .attention import gateloop_attention
-from .chunkwise import gateloop_chunkwise
-from .naive import gateloop_naive
+from ..errors import InputError
+from ..ops.gateloop.attention import gateloop_attention
+from ..ops.gateloop.chunkwise import gateloop_chunkwise
+from ..ops.gateloop.naive import gateloop_naive
+from ..ops.mlstm import mlstm_chunkwise
+from .kernels import _time_cpu_interleaved
 
 
 def _closures(fn, inputs):
@@ -99,7 +99,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m seqzoo.ops.gateloop.bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m seqzoo.bench.gateloop_chunkwise", description=__doc__.splitlines()[0])
     p.add_argument("--B", type=int, default=2)
     p.add_argument("--T", type=int, default=2048)
     p.add_argument("--d-model", type=int, default=256)

@@ -1,6 +1,6 @@
 """Time the RG-LRU scan against a loop written like the reference's ``rnn_scan`` (same run, same inputs).
 
-    python -m seqzoo.ops.rglru.bench --B 4 --T 2048 --R 512 --threads 1
+    python -m seqzoo.bench.rglru_scan --B 4 --T 2048 --R 512 --threads 1
 
 Reports the best of ``repeats`` wall times for forward and forward+backward, and the ratios loop / scan
 (the project's yardstick: ≥ 2×, target ≥ 5× at B=4, T=2048, R=512 on CPU; measured results in docs/griffin.md).
@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from . import rglru
+from ..ops.rglru import rglru
 
 
 def reference_style_loop(x, a, reset, state=None):
@@ -76,7 +76,7 @@ def run(B=4, T=2048, R=512, threads=1, repeats=5, seed=0, modes=("reference_loop
 
 def _scan_ref(x, gx, ga, ap, reset):
     """Gates as in the reference RG-LRU, then the reference-style loop."""
-    from .gates import rglru_gates
+    from ..ops.rglru.gates import rglru_gates
 
     a, b = rglru_gates(x, gx, ga, ap, reset)
     return reference_style_loop(b, a, torch.zeros_like(reset))
