@@ -18,6 +18,8 @@ transformers = pytest.importorskip("transformers")
 import seqzoo
 from seqzoo import LanguageModel
 from seqzoo.convert import convert, from_transformers, to_transformers
+from seqzoo.errors import InputError
+from seqzoo.models.presets.griffin import TINY, bf16_sqrt, griffin_config
 
 RTOL = 1e-5
 V, B, T, P = 64, 2, 37, 29  # T > every window below and not a multiple of any chunk size
@@ -295,3 +297,30 @@ def test_the_xlstm_cases_see_the_mlstm_eps(tmp_path):
         ref = hf(_ids(3)).logits
         assert rel(ours(_ids(3)).logits, ref) <= RTOL
         assert rel(dropped(_ids(3)).logits, ref) > 10 * RTOL
+
+
+@pytest.mark.parametrize("name", ["griffin-tiny", "hawk-tiny"])
+def test_a_griffin_without_the_transformers_settings_is_refused_naming_all(name, tmp_path):
+    with pytest.raises(InputError) as err:
+        to_transformers(seqzoo.build_model(name, n_layers=3), tmp_path / "hf")
+    message = str(err.value)
+    assert "embed_scale" in message and f"{bf16_sqrt(128)}" in message and "logit_softcap" in message
+    assert not (tmp_path / "hf").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("kind", ["griffin", "hawk"])
+def test_a_griffin_with_the_settings_goes_to_transformers_and_back(kind, tmp_path):
+    config = griffin_config(kind, **{**TINY, "n_layers": 3}, embed_scale=bf16_sqrt(128), logit_softcap=30.0)
+    torch.manual_seed(0)
+    ours = LanguageModel(config).eval()
+    to_transformers(ours, tmp_path / "hf")
+    hf, info = transformers.RecurrentGemmaForCausalLM.from_pretrained(tmp_path / "hf", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    ids = _ids(4, config.vocab_size)
+    with torch.no_grad():
+        # use_cache=False: transformers' cache asks an attention layer for its length, which a Hawk has none of
+        assert rel(ours(ids, segment_pos=_seg(T)).logits, hf.eval()(ids, use_cache=False).logits) <= RTOL
+    back = from_transformers(tmp_path / "hf")
+    for k, v in ours.state_dict().items():
+        assert torch.equal(back.state_dict()[k], v), k
+    assert back.config.layer_mixers() == config.layer_mixers()
