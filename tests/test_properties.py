@@ -145,3 +145,13 @@ def test_a_saved_config_with_unused_settings_loads_with_a_warning(tmp_path):
     ids = torch.randint(0, model.config.vocab_size, (1, 9))
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids).logits, model(ids).logits, rtol=0, atol=0)
+
+
+def test_an_unknown_argument_of_a_mixer_that_passes_kwargs_on_is_refused_by_name():
+    """Found by drawing valid configs beside invalid ones: ``local_attention`` and ``gateloop_softmax`` pass
+    ``**kwargs`` to their base class, so an unknown argument escaped the named check as a bare ``TypeError``."""
+    import pytest
+
+    for name in ("local_attention", "gateloop_softmax"):
+        with pytest.raises(InputError, match=rf"mixer '{name}' has no argument\(s\) \['n_blocks'\]"):
+            MODEL_TYPES["lm"](ModelConfig(d_model=16, pattern=[name], mixer_kwargs={name: {"n_blocks": 2}}))
