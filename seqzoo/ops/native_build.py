@@ -39,8 +39,9 @@ class NativeUnavailable(RuntimeError):
     """The C library cannot be used here; the op runs its PyTorch path."""
 
 
-class NoCompiler(NativeUnavailable):
-    """No C compiler on this machine (or turned off by ``SEQZOO_NATIVE=0``): an expected, silent fallback."""
+class BuildUnavailable(NativeUnavailable):
+    """Nothing can be built here: no C compiler, ``SEQZOO_NATIVE=0``, or a cache folder that cannot be written. An
+    expected fallback, logged at INFO; the tests skip the C paths."""
 
 
 class BuildError(NativeUnavailable):
@@ -116,22 +117,27 @@ def compiler() -> str:
 
 def compiled(source: Path, name: str) -> Path:
     """The shared library built from ``source`` (``<name>-<key>.so`` in ``cache_dir()``, compiled when absent).
-    Raises ``NoCompiler`` when no compiler runs here and ``BuildError`` when it refuses the source."""
+    Raises ``BuildUnavailable`` when nothing can be built here and ``BuildError`` when the compiler refuses the
+    source."""
     cc = compiler()
     if shutil.which(cc) is None:
-        raise NoCompiler(f"cannot run the C compiler {cc!r}: not found")
+        raise BuildUnavailable(f"cannot run the C compiler {cc!r}: not found")
     key = hashlib.sha256(source.read_bytes() + " ".join((cc, *FLAGS)).encode() + _cpu()).hexdigest()[:16]
     lib = cache_dir() / f"{name}-{key}.so"
     if lib.exists():
         return lib
-    lib.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:  # built aside, then renamed: never half-written
+    try:
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        tmp_dir = tempfile.TemporaryDirectory(dir=lib.parent)
+    except OSError as e:  # a read-only home or cache: nothing to fix in the C file
+        raise BuildUnavailable(f"cannot write the build cache {lib.parent}: {e}") from e
+    with tmp_dir as tmp:  # built aside, then renamed: never half-written
         out = Path(tmp) / lib.name
         try:
             r = subprocess.run([cc, *FLAGS, "-o", str(out), str(source), "-lm"], capture_output=True, text=True,
                                timeout=300)  # fmt: skip
         except OSError as e:
-            raise NoCompiler(f"cannot run the C compiler {cc!r}: {e}") from e
+            raise BuildUnavailable(f"cannot run the C compiler {cc!r}: {e}") from e
         except subprocess.TimeoutExpired as e:
             raise BuildError(f"{cc} did not finish {source.name} in {e.timeout:.0f} s") from e
         if r.returncode != 0:
@@ -154,7 +160,7 @@ class NativeLibrary:
 
     def _build(self) -> ctypes.CDLL:
         if os.environ.get("SEQZOO_NATIVE", "1") == "0":
-            raise NoCompiler("turned off by SEQZOO_NATIVE=0")
+            raise BuildUnavailable("turned off by SEQZOO_NATIVE=0")
         lib = compiled(self.source, self.name)
         try:
             dll = ctypes.CDLL(str(lib))

@@ -91,3 +91,14 @@ def test_no_compiler_or_turned_off_is_not_a_build_error_and_is_logged_at_info(tm
         assert off.library() is None and off.build_error() is None
         assert off.unavailable() == "turned off by SEQZOO_NATIVE=0"
     assert [r.levelno for r in caplog.records] == [logging.INFO, logging.INFO]
+
+
+@needs_cc
+def test_a_cache_folder_that_cannot_be_written_falls_back_without_a_build_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("SEQZOO_NATIVE", raising=False)
+    monkeypatch.setattr(native_build, "LIBRARIES", {})
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("SEQZOO_CACHE", str(tmp_path / "a-file"))  # the cache would be a folder inside a file
+    lib = NativeLibrary(PACKAGE / "ops" / "mlstm" / "output.c", "unwritable-cache", {})
+    assert lib.library() is None and lib.build_error() is None
+    assert "cannot write the build cache" in lib.unavailable()
