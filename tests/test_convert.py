@@ -15,8 +15,11 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+import seqzoo
 from seqzoo import LanguageModel
 from seqzoo.convert import convert, from_transformers, to_transformers
+from seqzoo.errors import InputError
+from seqzoo.models.presets.griffin import TINY, bf16_sqrt, griffin_config
 
 RTOL = 1e-5
 V, B, T, P = 64, 2, 37, 29  # T > every window below and not a multiple of any chunk size
@@ -38,7 +41,8 @@ RG_CASES = {
 XL_CASES = {
     # unequal q/k (32) and v (64) head dims, chunk 16 with T = 37 (two chunks + a recurrent tail)
     "single": dict(qk_dim_factor=0.5, v_dim_factor=1.0, chunk_size=16),
-    # tied head, another gate soft-cap and eps; q/k wider than v
+    # tied head, another gate soft-cap and eps; q/k wider than v. eps large enough that a converter dropping it
+    # fails every comparison (at 1e-5 it hid below RTOL: test_the_xlstm_cases_see_the_mlstm_eps checks that it shows)
     "tied": dict(
         tie_word_embeddings=True,
         qk_dim_factor=1.0,
@@ -46,7 +50,7 @@ XL_CASES = {
         gate_soft_cap=5.0,
         chunk_size=8,
         norm_eps=1e-5,
-        eps=1e-5,
+        eps=0.5,
     ),
 }
 
@@ -214,8 +218,6 @@ def test_folder_conversion_both_ways(converted):
 
 def test_an_untrained_seqzoo_model_round_trips(tmp_path):
     """The way out starts from seqzoo: a freshly initialised 7B-style toy (γ = 1 norms) goes out and back exactly."""
-    import seqzoo
-
     model = seqzoo.build_model("xlstm7b-tiny").eval()  # d = 64: q/k width 32, not a multiple of 64
     with pytest.warns(UserWarning, match="use_cache=False"):
         to_transformers(model, tmp_path / "hf")
@@ -253,3 +255,72 @@ def test_fused_layout(tmp_path):
     ids = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(7))
     with torch.no_grad():
         assert rel(ours(ids).logits, hf(ids).logits) <= RTOL
+
+
+# ------------------------------------------------------------ settings the converter must follow
+def _ids(seed: int, vocab: int = V) -> torch.Tensor:
+    return torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def test_xlstm_num_blocks_gives_the_blocks_transformers_builds(tmp_path):
+    """``xLSTMConfig(num_blocks=2)`` keeps ``num_hidden_layers=32`` and builds (and runs) two blocks."""
+    cfg = transformers.xLSTMConfig(
+        vocab_size=V, hidden_size=128, num_blocks=2, num_heads=2, chunk_size=16, autocast_kernel_dtype="float32"
+    )
+    assert (cfg.num_hidden_layers, cfg.num_blocks) == (32, 2)
+    torch.manual_seed(0)
+    hf = transformers.xLSTMForCausalLM(cfg).eval()
+    assert len(hf.backbone.blocks) == 2
+    _randomise(hf, 0)
+    hf.save_pretrained(tmp_path / "hf")
+    ours = from_transformers(tmp_path / "hf")
+    assert ours.config.n_layers == 2
+    with torch.no_grad():
+        assert rel(ours(_ids(1)).logits, hf(_ids(1)).logits) <= RTOL
+    to_transformers(ours, tmp_path / "back")
+    again = transformers.xLSTMForCausalLM.from_pretrained(tmp_path / "back").eval()
+    with torch.no_grad():
+        assert rel(again(_ids(2)).logits, hf(_ids(2)).logits) <= RTOL
+
+
+def test_the_xlstm_cases_see_the_mlstm_eps(tmp_path):
+    """The ``tied`` case above sets a large ``eps``: converted, the logits match; with eps left at the
+    default they are far off, so every comparison of that case fails when the converter drops eps."""
+    hf = hf_xlstm("tied")
+    hf.save_pretrained(tmp_path / "hf")
+    ours = from_transformers(tmp_path / "hf")
+    assert ours.config.mixer_kwargs["mlstm"]["eps"] == hf.config.eps
+    kw = {**ours.config.mixer_kwargs["mlstm"], "eps": 1e-6}
+    dropped = LanguageModel(ours.config.replace(mixer_kwargs={"mlstm": kw})).eval()
+    dropped.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        ref = hf(_ids(3)).logits
+        assert rel(ours(_ids(3)).logits, ref) <= RTOL
+        assert rel(dropped(_ids(3)).logits, ref) > 10 * RTOL
+
+
+@pytest.mark.parametrize("name", ["griffin-tiny", "hawk-tiny"])
+def test_a_griffin_without_the_transformers_settings_is_refused_naming_all(name, tmp_path):
+    with pytest.raises(InputError) as err:
+        to_transformers(seqzoo.build_model(name, n_layers=3), tmp_path / "hf")
+    message = str(err.value)
+    assert "embed_scale" in message and f"{bf16_sqrt(128)}" in message and "logit_softcap" in message
+    assert not (tmp_path / "hf").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("kind", ["griffin", "hawk"])
+def test_a_griffin_with_the_settings_goes_to_transformers_and_back(kind, tmp_path):
+    config = griffin_config(kind, **{**TINY, "n_layers": 3}, embed_scale=bf16_sqrt(128), logit_softcap=30.0)
+    torch.manual_seed(0)
+    ours = LanguageModel(config).eval()
+    to_transformers(ours, tmp_path / "hf")
+    hf, info = transformers.RecurrentGemmaForCausalLM.from_pretrained(tmp_path / "hf", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    ids = _ids(4, config.vocab_size)
+    with torch.no_grad():
+        # use_cache=False: transformers' cache asks an attention layer for its length, which a Hawk has none of
+        assert rel(ours(ids, segment_pos=_seg(T)).logits, hf.eval()(ids, use_cache=False).logits) <= RTOL
+    back = from_transformers(tmp_path / "hf")
+    for k, v in ours.state_dict().items():
+        assert torch.equal(back.state_dict()[k], v), k
+    assert back.config.layer_mixers() == config.layer_mixers()

@@ -205,6 +205,23 @@ def test_decode_bench_states_match_a_real_prefill(name):
                 assert getattr(b, key).shape == t.shape, key
     if name != "mqa-tiny":  # constant state: the same bytes at any context length
         assert state_bytes(states_at(m, 5000)) == state_bytes(built)
+    # the values: at the length of the prompt states_at prefills (the window + 1, at least 8 tokens), its states are
+    # those of a real prefill of that prompt (its ids: seed 0), every tensor and the stream position
+    windows = [b.mixer.window for b in m.blocks if getattr(b.mixer, "window", None)]
+    L = max([w + 1 for w in windows] + [8])
+    prompt = torch.randint(0, m.config.vocab_size, (1, L), generator=torch.Generator().manual_seed(0))
+    real, built = m(prompt).states, states_at(m, L)
+    for layer, (r, b) in enumerate(zip(real, built)):
+        for key, t in vars(r).items():
+            if torch.is_tensor(t) and key != "seg":
+                assert torch.equal(getattr(b, key), t), (layer, key)
+    # past the prompt a global cache grows to L keys: the newest are the prompt's own
+    far = states_at(m, 3 * L)
+    for r, b in zip(real, far):
+        if isinstance(r, KVCache):
+            S = r.k.shape[1]
+            assert torch.equal(b.k[:, -S:], r.k) and torch.equal(b.v[:, -S:], r.v)
+            assert (b.pos == 3 * L).all()
 
 
 def test_equal_size_experiment_configs():

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from ..errors import require
+from ..errors import InputError, require
 from ..models.config import ModelConfig
 from ..models.presets.griffin import bf16_sqrt, griffin_config
 from .plan import Rule
@@ -99,6 +99,7 @@ def config_from_hf(cfg: dict[str, Any]) -> ModelConfig:
     mk = {k: dict(v) for k, v in config.mixer_kwargs.items()}
     mk["rglru"]["conv_size"] = int(cfg.get("conv1d_width", 4))
     mk["local_attention"].update(n_kv_heads=kv, rope_base=theta, qkv_bias=bool(cfg.get("attention_bias", False)))
+    mk = {name: kw for name, kw in mk.items() if name in pattern}  # all "recurrent" (a Hawk): no attention settings
     extra = {"family": "griffin", "transformers": {k: cfg[k] for k in TOKEN_IDS if k in cfg}}
     return config.replace(
         pattern=pattern,
@@ -109,43 +110,68 @@ def config_from_hf(cfg: dict[str, Any]) -> ModelConfig:
     )
 
 
-def _one(values: list, what: str):
+def _shared(values: list, what: str, problems: list[str]):
+    """The one value every layer has for ``what`` (None when there are none); a problem when they differ."""
     vals = {repr(v) for v in values}
-    require(len(vals) <= 1, f"recurrent_gemma: every layer must share {what}, got {sorted(vals)}")
+    if len(vals) > 1:
+        problems.append(f"every layer must share {what}, got {sorted(vals)}")
     return values[0] if values else None
 
 
 def config_to_hf(config: ModelConfig) -> dict[str, Any]:
-    """A Griffin-style ``ModelConfig`` -> ``RecurrentGemmaConfig`` fields; refuses what transformers cannot express."""
+    """A Griffin-style ``ModelConfig`` -> ``RecurrentGemmaConfig`` fields; refuses what transformers cannot express,
+    naming every such setting in one ``InputError`` (not one per attempt).
+
+    transformers' RecurrentGemma always multiplies the embeddings by √D rounded to bf16 and always soft-caps the
+    logits, so a model without ``embed_scale`` or ``logit_softcap`` (the ``griffin-tiny`` / ``hawk-tiny`` presets) is
+    refused: no setting turns the cap off, the scale could be undone only by an untied embedding divided by it (not
+    exact in floating point), and writing the two settings anyway would change the function. ``griffin_config(..., embed_scale=bf16_sqrt(d), logit_softcap=30.0)`` builds one
+    that converts."""
+    problems: list[str] = []
+
+    def need(ok: bool, problem: str) -> None:
+        if not ok:
+            problems.append(problem)
+
     mixers = config.layer_mixers()
     bad = sorted(set(mixers) - {"rglru", "local_attention"})
-    require(not bad, f"recurrent_gemma: mixers {bad} have no transformers equivalent (rglru / local_attention)")
-    require(config.block in ("griffin", "residual"), f"recurrent_gemma: block {config.block!r} is not supported")
-    for mixer in set(mixers):
+    need(not bad, f"mixers {bad} have no transformers equivalent (rglru / local_attention)")
+    need(config.block in ("griffin", "residual"), f"block {config.block!r} is not supported (griffin / residual)")
+    for mixer in sorted(set(mixers)):
         for key, want in (("norm", "rmsnorm"), ("mlp", "gelu_tanh_gated"), ("mlp_bias", True)):
             got = config.block_setting(mixer, key)
-            require(got == want, f"recurrent_gemma: {key}={got!r} for {mixer} layers, transformers needs {want!r}")
-    require((config.final_norm or config.norm) == "rmsnorm", "recurrent_gemma: the final norm must be 'rmsnorm'")
+            need(got == want, f"{key}={got!r} for {mixer} layers, transformers needs {want!r}")
+    need((config.final_norm or config.norm) == "rmsnorm", "the final norm must be 'rmsnorm'")
     d = config.d_model
-    require(
+    need(
         config.embed_scale == bf16_sqrt(d),
-        f"recurrent_gemma: embed_scale must be sqrt(d_model) rounded to bf16 ({bf16_sqrt(d)}), got {config.embed_scale}",
+        f"embed_scale={config.embed_scale}: transformers always scales embeddings by sqrt(d_model) rounded to bf16, "
+        f"so embed_scale must be {bf16_sqrt(d)}",
     )
-    require(
-        config.logit_softcap is not None, "recurrent_gemma: transformers always soft-caps logits; logit_softcap is None"
+    need(
+        config.logit_softcap is not None,
+        "logit_softcap=None: transformers always soft-caps the logits, so logit_softcap must be a number (e.g. 30.0)",
     )
-    hidden = _one([config.block_setting(m, "mlp_hidden") for m in set(mixers)], "mlp_hidden")
-    require(hidden is not None, "recurrent_gemma: mlp_hidden must be set")
+    hidden = _shared([config.block_setting(m, "mlp_hidden") for m in sorted(set(mixers))], "mlp_hidden", problems)
+    need(hidden is not None, "mlp_hidden must be set")
     rg = dict(config.mixer_kwargs.get("rglru", {}))
     la = dict(config.mixer_kwargs.get("local_attention", {}))
-    heads = la.get("n_heads") if "local_attention" in mixers else None
-    heads = heads or rg.get("n_blocks")
-    require(heads is not None, "recurrent_gemma: set local_attention.n_heads or rglru.n_blocks (the head count)")
-    require(d % heads == 0, f"recurrent_gemma: the head count {heads} must divide d_model={d}")
+    heads = (la.get("n_heads") if "local_attention" in mixers else None) or rg.get("n_blocks")
+    need(heads is not None, "set local_attention.n_heads or rglru.n_blocks (the head count)")
+    if heads is not None:
+        need(d % heads == 0, f"the head count {heads} must divide d_model={d}")
     lru = rg.get("d_rnn") or d
     if "rglru" in mixers:
-        require(rg.get("n_blocks") == heads, f"recurrent_gemma: rglru.n_blocks must equal the head count {heads}")
-        require(rg.get("c", 8.0) == 8.0, "recurrent_gemma: rglru.c must be 8 (transformers hard-codes it)")
+        need(rg.get("n_blocks") == heads, f"rglru.n_blocks must equal the head count {heads}")
+        need(rg.get("c", 8.0) == 8.0, "rglru.c must be 8 (transformers hard-codes it)")
+    if "local_attention" in mixers and heads:
+        need(la.get("head_dim", d // heads) == d // heads, "head_dim must be d_model / n_heads")
+        need(la.get("out_bias") is True, "local_attention.out_bias must be True")
+        need("window" in la, "local_attention.window must be set")
+    if problems:
+        raise InputError(
+            f"recurrent_gemma: this model cannot be written as transformers' {ARCHITECTURE}: " + "; ".join(problems)
+        )
     out = {
         "model_type": MODEL_TYPE,
         "architectures": [ARCHITECTURE],
@@ -167,9 +193,6 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
     }
     if "local_attention" in mixers:
-        require(la.get("head_dim", d // heads) == d // heads, "recurrent_gemma: head_dim must be d_model / n_heads")
-        require(la.get("out_bias") is True, "recurrent_gemma: local_attention.out_bias must be True")
-        require("window" in la, "recurrent_gemma: local_attention.window must be set")
         out.update(
             attention_window_size=la["window"] + 1,
             num_key_value_heads=la.get("n_kv_heads") or heads,

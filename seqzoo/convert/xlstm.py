@@ -52,6 +52,16 @@ def _dims(cfg: dict[str, Any]) -> tuple[int, int, int, int]:
     return d, H, dqk, dv
 
 
+def blocks_built(cfg: dict[str, Any]) -> int:
+    """How many blocks transformers' ``xLSTMModel`` builds: ``num_blocks``, else ``num_hidden_layers``. The two can
+    differ (``xLSTMConfig(num_blocks=2)`` keeps its default ``num_hidden_layers=32``, which then only sizes the
+    cache's per-layer states); the module list is ``num_blocks`` long."""
+    nb = cfg.get("num_blocks")
+    n = int(nb if nb is not None else cfg["num_hidden_layers"])
+    require(n > 0, f"xlstm: num_blocks / num_hidden_layers must be a positive int, got {n}")
+    return n
+
+
 def config_from_hf(cfg: dict[str, Any]) -> ModelConfig:
     """An ``xLSTMConfig`` dict (config.json) -> the ``ModelConfig`` that computes the same function."""
     require(cfg.get("model_type") == MODEL_TYPE, f"config.json: model_type must be {MODEL_TYPE!r}")
@@ -59,9 +69,7 @@ def config_from_hf(cfg: dict[str, Any]) -> ModelConfig:
     d, H, dqk, dv = _dims(cfg)
     emb = cfg.get("embedding_dim")
     require(emb in (None, d), f"xlstm: embedding_dim={emb} must equal hidden_size={d}")
-    n_layers = int(cfg.get("num_hidden_layers") or cfg["num_blocks"])
-    nb = cfg.get("num_blocks")
-    require(nb in (None, n_layers), f"xlstm: num_blocks={nb} must equal num_hidden_layers={n_layers}")
+    n_layers = blocks_built(cfg)
     qf, vf = float(cfg.get("qk_dim_factor", 0.5)), float(cfg.get("v_dim_factor", 1.0))
     # seqzoo rounds d * factor, transformers truncates: refuse the factors where the two disagree
     require(round(d * qf) == dqk and dqk > 0, f"xlstm: hidden_size * qk_dim_factor = {d * qf} must be a positive int")

@@ -42,13 +42,27 @@ def build_mixer(name: str, d_model: int, **kwargs: Any) -> Mixer:
     if name not in MIXERS:
         raise InputError(f"unknown mixer {name!r}; registered mixers: {sorted(MIXERS)}")
     kwargs = upgrade_kwargs(name, kwargs, f"build_mixer({name!r})")  # renamed keys: new names, FutureWarning
-    params = inspect.signature(MIXERS[name].__init__).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        unknown = sorted(set(kwargs) - set(params))
+    params = _init_arguments(MIXERS[name])
+    if params is not None:
+        unknown = sorted(set(kwargs) - params)
         if unknown:  # named here: Python's own TypeError would not say which mixer or what it takes
-            known = sorted(k for k in params if k not in ("self", "d_model"))
+            known = sorted(params - {"self", "d_model"})
             raise InputError(f"mixer {name!r} has no argument(s) {unknown}; its arguments: {known}")
     return MIXERS[name](d_model=d_model, **kwargs)
+
+
+def _init_arguments(cls: type) -> set[str] | None:
+    """The keyword arguments ``cls(...)`` takes: its ``__init__``'s and, where that passes ``**kwargs`` on, its
+    bases' (``local_attention`` -> ``attention``); None when they reach a signature that takes any."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(klass.__init__).parameters.values()
+        names |= {p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return names
+    return None
 
 
 def collect_optim_overrides(module: nn.Module) -> dict[str, dict[str, float]]:

@@ -4,10 +4,11 @@
 it), ``config`` the fully resolved JSON configuration the function receives (model, task, training settings,
 seed, evaluation), ``labels`` how the run appears in tables (model, probe, setting, seed; not hashed).
 
-The run key hashes ``fn``, ``config`` and the **code version**: the package version plus a SHA-256 of the Python
-sources that define the computation: the packages ``ops``, ``mixers``, ``blocks``, ``models``, ``tasks``,
-``train``, ``eval``, the standard run ``sweep/train_run.py`` (other run functions build on it) and the file that
-defines ``fn``; a run whose model comes from a ``builder`` function also hashes that builder's module. Plots, reports, docs and the CLI are left out (they do not
+The run key hashes ``fn``, ``config`` and the **code version**: the package version plus a SHA-256 of every
+source that defines the computation (``COMPUTE_SUFFIXES``: Python, and the C files the CPU paths compile on first
+use): the packages ``ops``, ``mixers``, ``blocks``, ``models``, ``tasks``, ``train``, ``eval``, ``kernels`` (the
+switch and launch settings that pick which kernel runs), the standard run ``sweep/train_run.py`` (other run
+functions build on it) and the file that defines ``fn``; a run whose model comes from a ``builder`` function also hashes that builder's module. Plots, reports, docs and the CLI are left out (they do not
 change a number). We chose a source hash over the git commit because a commit misses uncommitted edits (a run
 made from a modified tree would be filed under the clean commit) and is absent in an installed package; the
 cost is that any edit of a computing file, even a comment, reruns the sweep, which errs on the safe side.
@@ -29,17 +30,22 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE = Path(__file__).resolve().parents[1]
-COMPUTE_PACKAGES = ("ops", "mixers", "blocks", "models", "tasks", "train", "eval")
+COMPUTE_PACKAGES = ("ops", "mixers", "blocks", "models", "tasks", "train", "eval", "kernels")
+# every kind of file whose edit can change a number: the C sources are the default CPU path of several ops (built on
+# first use, ops/native_build.py), so hashing only the Python would file results of old C code as current
+COMPUTE_SUFFIXES = (".py", ".c", ".h")
 
 
 @functools.cache
-def _tree_hash() -> str:
+def _tree_hash(root: Path = PACKAGE) -> str:
+    """SHA-256 over the names and bytes of the computing sources under the package folder ``root``."""
     h = hashlib.sha256()
     for sub in COMPUTE_PACKAGES:
-        for path in sorted((PACKAGE / sub).rglob("*.py")):
-            h.update(str(path.relative_to(PACKAGE)).encode())
+        files = (f for f in (root / sub).rglob("*") if f.suffix in COMPUTE_SUFFIXES and f.is_file())
+        for path in sorted(files):
+            h.update(str(path.relative_to(root).as_posix()).encode())
             h.update(path.read_bytes())
-    h.update((PACKAGE / "sweep" / "train_run.py").read_bytes())
+    h.update((root / "sweep" / "train_run.py").read_bytes())
     return h.hexdigest()
 
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers import GRAD_SCALE, assert_close
+from native_libs import needs_built
 
 from seqzoo.errors import InputError
 from seqzoo.mixers.gateloop_softmax import softmax_gateloop_attention
@@ -23,7 +24,7 @@ from seqzoo.ops.gateloop.common import rotating_frame
 from seqzoo.ops.gateloop.naive import gateloop_naive
 from seqzoo.ops.gateloop.scores import decayed_scores, decayed_scores_naive
 
-needs_c = pytest.mark.skipif(scores_native.unavailable() is not None, reason="no C compiler builds scores.c")
+needs_c = needs_built(scores_native._LIB)
 # the two implementations of decayed_scores: the matmul levels, and the C loop (where a compiler builds it)
 IMPLS = [pytest.param(False, id="matmul"), pytest.param(True, id="native", marks=needs_c)]
 

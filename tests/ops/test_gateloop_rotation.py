@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 from helpers import TOL, assert_close
+from native_libs import require_built
 
 from seqzoo.ops.gateloop import rotation_native
 from seqzoo.ops.gateloop.common import rotating_frame, wrap_phase
@@ -17,9 +18,9 @@ from seqzoo.ops.gateloop.common import rotating_frame, wrap_phase
 
 @pytest.fixture(params=[True, False], ids=["C", "torch"])
 def native(request, monkeypatch):
-    if request.param and rotation_native.library() is None:
-        pytest.skip(f"rotation.c not built: {rotation_native.unavailable()}")
-    if not request.param:
+    if request.param:
+        require_built(rotation_native._LIB)
+    else:
         monkeypatch.setattr(rotation_native, "fits", lambda *a: False)
     return request.param
 
@@ -51,8 +52,7 @@ def test_rotation_gradcheck(native):
 
 
 def test_c_rotation_equals_torch_formulas_on_one_and_two_threads(monkeypatch):
-    if rotation_native.library() is None:
-        pytest.skip(f"rotation.c not built: {rotation_native.unavailable()}")
+    require_built(rotation_native._LIB)
     ins = _inputs((3, 2), 130, 16, torch.float32, seed=2)
     g = torch.Generator().manual_seed(3)
     w = [torch.randn(3, 2, 130, 2, 16, generator=g) for _ in range(2)] + [torch.randn(3, 2, 16, generator=g)]

@@ -3,11 +3,12 @@ gradients of every input, float64 and float32, with ``h`` given as the chunkwise
 
 import pytest
 import torch
+from native_libs import needs_built
 
 from seqzoo.ops.mlstm import output
 from seqzoo.ops.mlstm.output import mlstm_output, output_native, output_reference
 
-needs_c = pytest.mark.skipif(output.unavailable() is not None, reason="no C compiler builds output.c")
+needs_c = needs_built(output._LIB)
 
 
 def _inputs(B, T, H, V, dtype, seed=0):

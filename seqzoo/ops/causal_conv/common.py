@@ -11,12 +11,20 @@ ACTIVATIONS = (None, "silu")
 
 
 def check(
-    x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None, segment_pos: torch.Tensor | None = None
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    state: torch.Tensor | None,
+    segment_pos: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
 ) -> int:
     if x.dim() != 3:
         raise InputError(f"x must have shape (B, T, C), got {tuple(x.shape)}")
     if weight.dim() != 2 or weight.shape[0] != x.shape[-1]:
         raise InputError(f"weight must have shape (C={x.shape[-1]}, k), got {tuple(weight.shape)}")
+    # one bias per channel: the C loop reads bias[c] for every channel (a shorter bias read past its end), and a
+    # length-1 bias broadcast on the PyTorch paths only, so every path takes exactly (C,)
+    if bias is not None and tuple(bias.shape) != (x.shape[-1],):
+        raise InputError(f"bias must have shape (C={x.shape[-1]},), got {tuple(bias.shape)}")
     k = weight.shape[1]
     if state is not None and state.shape != (x.shape[0], k - 1, x.shape[-1]):
         raise InputError(f"conv state must have shape ({x.shape[0]}, {k - 1}, {x.shape[-1]}), got {tuple(state.shape)}")

@@ -18,7 +18,7 @@ def causal_conv1d_naive(x, weight, bias=None, state=None, segment_pos=None, acti
 
 
 def _causal_conv1d_naive(x, weight, bias, state, segment_pos):
-    k = check(x, weight, state, segment_pos)
+    k = check(x, weight, state, segment_pos, bias)
     xs = with_history(x, state, k)
     T = x.shape[1]
     if segment_pos is None:

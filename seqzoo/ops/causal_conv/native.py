@@ -79,7 +79,7 @@ class _NativeConv(torch.autograd.Function):
 def causal_conv1d_native(x, weight, bias=None, state=None, segment_pos=None):
     """``x (B, T, C)``, ``weight (C, k)``, ``bias (C)``, ``state (B, k-1, C)``, ``segment_pos (B, T)`` -> ``y``,
     new state; the results of ``causal_conv1d_torch``, from one pass forward and one backward."""
-    k = check(x, weight, state, segment_pos)
+    k = check(x, weight, state, segment_pos, bias)
     why = native_unfit(x, weight, bias, state)
     if why is not None:
         raise InputError(f"causal_conv1d mode='native': {why}")

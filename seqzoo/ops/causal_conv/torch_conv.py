@@ -44,7 +44,7 @@ class _ShiftedTaps(torch.autograd.Function):
 
 
 def causal_conv1d_torch(x, weight, bias, state, segment_pos):
-    k = check(x, weight, state, segment_pos)
+    k = check(x, weight, state, segment_pos, bias)
     xs = with_history(x, state, k)
     if segment_pos is None and x.shape[1] == 1:  # a decoded token: k multiply-adds, not a oneDNN conv call
         y = (xs * weight.t().to(x.dtype)).sum(1, keepdim=True)  # xs (B, k, C): the buffer then x

@@ -457,7 +457,7 @@ def causal_conv1d_triton(
     zeroed). ``activation``: None or ``"silu"`` (fused; the backward recomputes the pre-activation).
     Differentiable in x, weight, bias and state."""
 
-    k = check(x, weight, state, segment_pos)
+    k = check(x, weight, state, segment_pos, bias)
     if activation not in (None, "silu"):
         raise InputError(f"activation must be None or 'silu', got {activation!r}")
     if x.shape[1] == 0:

@@ -30,9 +30,12 @@ _LIB = NativeLibrary(
 library, unavailable = _LIB.library, _LIB.unavailable
 
 
-def fits(*tensors: torch.Tensor) -> bool:
-    """Whether the rotation can run in C for these operands (else the PyTorch formulas)."""
-    return cpu_floats_for(_LIB, *tensors)
+def fits(q: torch.Tensor, k: torch.Tensor, rot: torch.Tensor) -> bool:
+    """Whether the rotation can run in C for these operands (else the PyTorch formulas): ``q, k (..., T, K)`` of
+    one shape and ``rot (..., T, 2, K)`` (the C loop reads exactly these many elements; a broadcasting operand would
+    be read past its end), CPU floats of one dtype, the library built."""
+    shapes = q.dim() >= 1 and k.shape == q.shape and rot.shape == (*q.shape[:-1], 2, q.shape[-1])
+    return shapes and cpu_floats_for(_LIB, q, k, rot)
 
 
 def rotate(q: torch.Tensor, k: torch.Tensor, rot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from torch.autograd.function import once_differentiable
 
+from ...errors import InputError
 from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, pointer, run_rows
 from .scores import _FLUSH_BELOW, _dlam_from, flushed_exp  # scores.py imports this module only inside a call
 
@@ -46,9 +47,15 @@ def _factors(lam: torch.Tensor) -> torch.Tensor:
     return flushed_exp(lam, _LOG_FLUSH[lam.dtype]).contiguous()
 
 
+def shapes_fit(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> bool:
+    """``q, k (..., P, R, K)`` of one shape and ``lam (..., P, K)``: the C loop reads exactly these many elements of
+    each (a k or lam that broadcasts in PyTorch would be read past its end)."""
+    return q.dim() >= 3 and k.shape == q.shape and lam.shape == (*q.shape[:-2], q.shape[-1])
+
+
 def fits(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> bool:
     """Whether ``decayed_scores_native`` can take these operands (else the matmul construction)."""
-    return cpu_floats_for(_LIB, q, k, lam)
+    return shapes_fit(q, k, lam) and cpu_floats_for(_LIB, q, k, lam)
 
 
 class _NativeScores(torch.autograd.Function):
@@ -83,4 +90,9 @@ class _NativeScores(torch.autograd.Function):
 def decayed_scores_native(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: float = 0.0) -> torch.Tensor:
     """``q, k (..., P, R, K)``, ``lam (..., P, K)`` (<= 0, one dtype, CPU; ``fits``) -> ``A (..., P, P)`` with
     ``upper`` above the diagonal; any P."""
+    if not shapes_fit(q, k, lam):
+        raise InputError(
+            f"decayed_scores_native: q, k must have one shape (..., P, R, K) and lam (..., P, K), got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(lam.shape)}"
+        )
     return _NativeScores.apply(q, k, lam, upper)

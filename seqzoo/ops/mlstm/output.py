@@ -48,9 +48,16 @@ def output_reference(h, x_c, z, weight, skip, eps: float):
 
 
 def _fits(h, x_c, z, weight, skip) -> bool:
+    """Whether ``output.c`` can take these tensors; else the composite runs (and broadcasts or refuses as PyTorch
+    does). The C loops read E = H·V values of x_c, z, the weight and the skip per token, so the shapes must be
+    exact: a weight of shape (1,) broadcasts in the composite, and the C loop read past it (non-finite output)."""
     ts = (h, x_c, z, weight, skip)
+    E = h.shape[-2] * h.shape[-1] if h.dim() == 4 else -1
     return (
-        h.dtype in SUFFIX
+        h.dim() == 4
+        and x_c.shape == z.shape == (*h.shape[:2], E)
+        and weight.shape == skip.shape == (E,)
+        and h.dtype in SUFFIX
         and all(t.device.type == "cpu" and t.dtype == h.dtype for t in ts)
         and not torch.is_autocast_enabled("cpu")
         and not torch.compiler.is_compiling()  # torch.compile fuses the composite; a C call would break its graph

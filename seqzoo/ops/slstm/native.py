@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from ...errors import InputError
 from ..native_build import SUFFIX as _SUFFIX
 from ..native_build import NativeLibrary, cache_dir
 from ..native_build import pointer as _p
@@ -35,6 +36,11 @@ __all__ = ["backward", "cache_dir", "forward", "library", "unavailable"]
 def forward(gx, Rm, state):
     """``gx (T, H, B, 4d)``, ``Rm (H, d, 4d)``, ``state = (h, c, n, m)`` each ``(H, B, d)`` -> ``G`` (the
     pre-activations) and ``Hs, Cs, Ns, Ms (T+1, H, B, d)`` with the initial state at index 0."""
+    # the loop reads every tensor through a CPU pointer: R or a state elsewhere (a CUDA or meta tensor beside CPU
+    # inputs) would be read as host memory (a crash); the PyTorch loop refuses mixed devices too
+    for name, t in (("R", Rm), *zip(("state h", "state c", "state n", "state m"), state)):
+        if t.device.type != "cpu":
+            raise InputError(f"slstm: the C loops take CPU tensors, got {name} on {t.device}")
     T, H, B, D4 = gx.shape
     d = D4 // 4
     Rm = Rm.to(gx.dtype).contiguous()  # the C loop reads every pointer as gx's type
