@@ -53,3 +53,25 @@ def test_rmt_mixed_against_fixed_is_claimed_exactly_where_the_seed_ranges_separa
     assert separated == [1]
     assert "**separates at N = 1 only**" in text
     assert "**Reproduced**: the paper's mixing result" not in text
+
+
+# words that marked a number as measured by something no command of the repository reruns
+UNREPRODUCIBLE = re.compile(
+    r"ad-hoc|outside (?:this|the) repository|not part of the repository|not a command of the repository|"
+    r"no files here to check",
+    flags=re.I,
+)
+
+
+def test_no_number_in_the_docs_comes_from_outside_the_repository():
+    for page in [REPO / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = " ".join(page.read_text().split())  # phrases broken across lines too
+        hit = UNREPRODUCIBLE.search(text)
+        assert hit is None, f"{page.name}: ...{text[max(0, hit.start() - 200) : hit.end() + 100]}..."
+
+
+def test_the_rmt_6k_figure_has_the_command_that_draws_it():
+    commands = [code for lang, code in re.findall(r"```(\w*)\n(.*?)```", (DOCS / "zoo.md").read_text(), flags=re.S)]
+    drawing = [c for c in commands if "tools/zoo_accuracy_curves.py" in c and "zoo-rmt-mqar-6k.png" in c]
+    assert len(drawing) == 1
+    assert (REPO / "tools" / "zoo_accuracy_curves.py").is_file()
