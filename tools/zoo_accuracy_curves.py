@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from seqzoo.errors import InputError
@@ -61,8 +60,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except InputError as e:  # the project's convention: one line on stderr, exit code 2
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    from tool_errors import run_tool
+
+    run_tool(main)
