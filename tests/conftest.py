@@ -46,3 +46,15 @@ def pytest_runtest_logreport(report):
     if path and report.failed:
         with open(path, "a") as f:
             f.write(f"=== {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With ``SEQZOO_PARITY_REQUIRED=1`` (.ci/run's live-parity step) a ``parity`` test that skips fails instead: the
+    official packages were installed for it, so a skip would hide a parity check that never ran."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("SEQZOO_PARITY_REQUIRED") == "1" and item.get_closest_marker("parity"):
+        report.outcome = "failed"
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.longrepr = f"parity test skipped with SEQZOO_PARITY_REQUIRED=1: {reason}"

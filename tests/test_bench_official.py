@@ -80,6 +80,7 @@ def test_bad_arguments_are_refused():
 
 
 # ------------------------------------------------------------------------------------------ packages present
+@pytest.mark.parity
 def test_tiny_run_agrees_and_gives_finite_times(tmp_path):
     for pair in official.DEFAULT_PAIRS:
         _require(pair)
@@ -98,6 +99,7 @@ def test_tiny_run_agrees_and_gives_finite_times(tmp_path):
     assert data["config"]["versions"]["torch"] == torch.__version__
 
 
+@pytest.mark.parity
 @pytest.mark.parametrize("pair", official.DEFAULT_PAIRS)
 def test_the_check_catches_a_wrong_weight(pair):
     """The agreement check has teeth: one of our weights (or inputs) moved and it refuses the pair."""
@@ -108,6 +110,7 @@ def test_the_check_catches_a_wrong_weight(pair):
     assert official.agreement(ours, theirs)["agree"] is False
 
 
+@pytest.mark.parity
 def test_custbw_is_refused_its_gradient_is_another_one():
     """mlstm_kernels' native_custbw: same forward, but not the gradient of it (module docstring)."""
     _require("mlstm_custbw")

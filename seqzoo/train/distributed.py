@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -47,10 +49,40 @@ def wrap_model(model: nn.Module, kind: str, device: torch.device) -> nn.Module:
         from torch.distributed.fsdp import fully_shard
 
         for block in getattr(model, "blocks", []):
+            # registered before fully_shard, so it runs before FSDP2's post-forward hook sees the output
+            block.register_forward_hook(_copy_view_outputs)
             fully_shard(block)
+        model.register_forward_hook(_copy_view_outputs)
         fully_shard(model)
         return model
     raise InputError(f"unknown distributed kind {kind!r}")
+
+
+def _copy_view_outputs(module: nn.Module, args: Any, output: Any) -> Any:
+    """Forward hook: the module's output with every grad-requiring view tensor replaced by a copy.
+
+    FSDP2 hooks its pre-backward all-gather onto each output tensor; on a view an in-place op would drop that hook
+    and the gradients would be wrong, and PyTorch warns. The views are mixer states (an attention cache keeps
+    ``k[:, -window:]``, a slice of the projected keys), returned beside the block output; copying them costs one
+    copy of each state per step and leaves values and gradients unchanged. Without grad nothing is copied.
+    """
+    return _without_views(output)
+
+
+def _without_views(value: Any) -> Any:
+    """``value`` rebuilt with copies of its grad-requiring views, through the containers FSDP2 walks."""
+    if isinstance(value, torch.Tensor):
+        return value.clone() if value.requires_grad and value._base is not None else value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: _without_views(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **fields)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple
+        return type(value)(*(_without_views(v) for v in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_without_views(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _without_views(v) for k, v in value.items()}
+    return value
 
 
 def unwrap(model: nn.Module) -> nn.Module:
