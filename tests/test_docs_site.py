@@ -113,6 +113,13 @@ def test_getting_started_python_block_runs(i, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
 
 
+def test_ci_builds_the_site_strictly_after_the_tests():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "mkdocs build --strict" in ci
+    assert ci.index("python -m pytest") < ci.index("mkdocs build --strict")
+    assert "/site/" in (REPO / ".gitignore").read_text().splitlines()
+
+
 def test_the_site_builds_strictly(tmp_path):
     pytest.importorskip(
         "mkdocstrings_handlers.python", reason="the docs extra is not installed: pip install -e .[docs]"
