@@ -21,9 +21,18 @@ DOCS = REPO / "docs"
 CONFIG = yaml.safe_load((REPO / "mkdocs.yml").read_text())
 EXCLUDED = {line.strip() for line in CONFIG.get("exclude_docs", "").splitlines() if line.strip()}
 GETTING_STARTED = (DOCS / "getting-started.md").read_text()
-GETTING_STARTED_PYTHON = [
-    code for lang, code in re.findall(r"```(\w+)\n(.*?)```", GETTING_STARTED, re.S) if lang == "python"
+GETTING_STARTED_BLOCKS = re.findall(r"```(\w+)\n(.*?)```", GETTING_STARTED, re.S)
+GETTING_STARTED_PYTHON = [code for lang, code in GETTING_STARTED_BLOCKS if lang == "python"]
+GETTING_STARTED_COMMANDS = [
+    line.split("#")[0].split()[1:]  # the arguments after `seqzoo`, without the comment
+    for lang, code in GETTING_STARTED_BLOCKS
+    if lang == "bash"
+    for line in code.splitlines()
+    if line.startswith("seqzoo ")
 ]
+
+# one thread per example process: on a loaded machine two threads per process can make a run many times slower
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def nav_files(entries) -> list[str]:
@@ -109,8 +118,28 @@ def test_api_pages_name_existing_objects():
 def test_getting_started_python_block_runs(i, tmp_path):
     # each block writes under its own folder, so a run folder left in /tmp by an earlier run cannot change it
     code = GETTING_STARTED_PYTHON[i].replace('"/tmp/', f'"{tmp_path}/')
-    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=ONE_THREAD)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def run_seqzoo(args: list[str], cwd) -> None:
+    extra = ["--no-progress"] if args[0] in ("train", "bench") else []
+    res = subprocess.run(
+        [sys.executable, "-m", "seqzoo", *args, *extra], cwd=cwd, capture_output=True, text=True, env=ONE_THREAD
+    )
+    assert res.returncode == 0, f"{args}\n{res.stderr[-2000:]}"
+
+
+def test_getting_started_commands_run_in_order(tmp_path):
+    # in one fresh folder, in the page's order: eval reads the run that train wrote
+    assert [args[0] for args in GETTING_STARTED_COMMANDS] == ["list", "train", "eval", "bench"]
+    for args in GETTING_STARTED_COMMANDS[:3]:
+        run_seqzoo(args, tmp_path)
+
+
+@pytest.mark.slow  # about 15 s of CPU: attention and the two mixers at two lengths, each point in its own process
+def test_getting_started_bench_runs(tmp_path):
+    run_seqzoo(GETTING_STARTED_COMMANDS[3], tmp_path)
 
 
 def test_ci_builds_the_site_strictly_after_the_tests():
