@@ -27,7 +27,7 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
     assert "seqzoo zoo" in main_job and "pytest" in tests
     ci = (REPO / ".ci" / "run").read_text()
     assert tests in ci
-    head = README.splitlines()[:15]  # a newcomer sees the set-up before anything else
+    head = (REPO / "README.md").read_text().splitlines()[:15]  # a newcomer sees the set-up before anything else
     assert any(line.strip() == main_job for line in head) and any(line.strip() == tests for line in head)
 
 
