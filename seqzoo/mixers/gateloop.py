@@ -9,8 +9,10 @@ Modes (all equal up to rounding; ops in ``seqzoo/ops/gateloop``): ``recurrent`` 
 surrogate-attention form, eqs. 14-21, computed with relative exponents so it cannot underflow).
 
 Transitions compared in the paper (``transition=``): ``"data"`` (eq. 25), ``"fixed"`` (learned, input-independent
-a, as S4D / LRU; inits in ``fixed_init``), ``"real"`` (θ ≡ 0) and ``"retnet"`` (fixed untrained decays 1 - 2^{-5-c}
-with RetNet's rotations). State-transition parameters get their own optimiser group (``optim_overrides``).
+a, as S4D / LRU; inits in ``fixed_init``), ``"real"`` (θ ≡ 0) and ``"retnet"`` (fixed untrained decays with
+rotations). ``retnet`` follows RetNet (Sun et al., arXiv:2307.08621, §2.2 and its official code): head h of H
+decays by γ_h = 1 - 2^{-5-h}, h = 0 .. H-1, for any H (so with many heads the last ones barely decay:
+γ_h > 1 - 1e-6 from h = 15 on). State-transition parameters get their own optimiser group (``optim_overrides``).
 """
 
 from __future__ import annotations
@@ -155,8 +157,8 @@ class GateLoop(Mixer):
             log_mag, theta = fixed_transition_init(fixed_init, d_qk)
             self.gamma = nn.Parameter(_inverse_magnitude(magnitude, log_mag).float())
             self.theta = nn.Parameter(_inverse_phase(phase, theta).float())
-        else:  # retnet: fixed, untrained; c = floor(8h/H) for head h, θ_j = 10000^{-j/N}
-            c = (8 * torch.arange(n_heads, dtype=torch.float64) // n_heads).repeat_interleave(self.head_k)
+        else:  # retnet: fixed, untrained; γ_h = 1 - 2^{-5-h} for head h (RetNet's per-head decays), θ_j = 10000^{-j/N}
+            c = torch.arange(n_heads, dtype=torch.float64).repeat_interleave(self.head_k)
             self.register_buffer("retnet_log_mag", torch.log1p(-(2.0 ** (-5.0 - c))).float())
             self.register_buffer("retnet_theta", (10000.0 ** (-torch.arange(d_qk, dtype=torch.float64) / d_qk)).float())
         if out_proj is None:
