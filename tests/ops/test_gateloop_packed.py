@@ -4,8 +4,9 @@ every later document a fresh stream. Compared: outputs, the final state (the las
 q, k, v, log|a|, θ and the initial state, in float64; complex and real transitions, general and max heads, starts at
 chunk edges and inside chunks, one-token documents, batch > 1 with different starts per row. Also: a split anywhere
 with the state carried equals the whole, a packed prefill continued step by step across a start, the hierarchical
-scores with starts against their pairwise reference (both implementations), and the property test over drawn
-document lengths. Closeness: ``tests/helpers.py``.
+scores with starts against their pairwise reference (both implementations), the property test over drawn
+document lengths, and the softmax variant (materialised scores, the blocked form with its C and PyTorch passes,
+a cache continued across starts). Closeness: ``tests/helpers.py``.
 """
 
 import pytest
@@ -18,7 +19,9 @@ from packed_helpers import document_pieces
 from test_gateloop_chunkwise import outputs_and_grads  # y, the final state and the gradients of every input
 
 from seqzoo.errors import InputError
+from seqzoo.mixers.gateloop_softmax import softmax_gateloop_attention
 from seqzoo.ops.gateloop import gateloop, scores_native
+from seqzoo.ops.gateloop import softmax as softmax_mod
 from seqzoo.ops.gateloop.naive import gateloop_naive
 from seqzoo.ops.gateloop.scores import decayed_scores, decayed_scores_naive
 
@@ -235,3 +238,67 @@ def test_modes_without_starts_refuse_segment_pos():
     args = inputs(1, 4, 1, 1, 1, real=False)
     with pytest.raises(InputError, match="segment_pos"):
         gateloop(*args, mode="naive_unsafe", segment_pos=torch.zeros(1, 4, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------------------------- the softmax variant
+def softmax_separate(q, k, v, log_mag, phase, segment_pos, scale=0.5):
+    """Each document of each row alone (no cache, no segment_pos) through the softmax variant."""
+    B, T = q.shape[:2]
+    rows = []
+    for b in range(B):
+        pieces = [
+            softmax_gateloop_attention(*(x[b : b + 1, t0:t1] for x in (q, k, v, log_mag, phase)), None, scale)[0]
+            for t0, t1 in document_pieces(segment_pos[b])
+        ]
+        rows.append(torch.cat(pieces, 1))
+    return torch.cat(rows, 0)
+
+
+def softmax_packed_seg(T):
+    """Three rows of T tokens: starts at 32 and 64 (block and level edges), T // 2 + 3 (inside a block), a one-token
+    document, and a row without starts."""
+    rows = torch.stack([torch.arange(T) + 2] * 3)
+    for t in (32, 64, T // 2 + 3, T // 2 + 4, T - 1):
+        rows[0, t:] = torch.arange(T - t)
+    for t in (0, 5, 6, 100 % T):
+        rows[1, t:] = torch.arange(T - t)
+    return rows
+
+
+@pytest.mark.parametrize("T,native", [(13, True), (150, True), (150, False), (256, True)])
+def test_softmax_variant_packed_equals_separate(T, native, monkeypatch):
+    """T = 13: the materialised scores; T > 128: the blocked form (diagonal blocks of 32, fused levels), with its
+    C passes (native) and its PyTorch passes; outputs and the gradients of q, k, v, log|a|, θ in float64."""
+    monkeypatch.setattr(softmax_mod, "_NATIVE_LEVELS", native)
+    seg = torch.tensor(SEGMENTS) if T == 13 else softmax_packed_seg(T)
+    args = inputs(3, T, 2, 3, 2, real=False, state=False, seed=T)[:5]
+    args[3] = F.logsigmoid(4 + args[3])  # slow decays: documents see far back
+    leaves = [t.clone().requires_grad_(True) for t in args]
+    y = softmax_gateloop_attention(*leaves, None, 0.5, seg)[0]
+    ref_leaves = [t.clone().requires_grad_(True) for t in args]
+    ref = softmax_separate(*ref_leaves, seg)
+    assert_close(y, ref, 1e-10)
+    w = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).reshape(y.shape)
+    got = torch.autograd.grad((y * w).sum(), leaves)
+    want = torch.autograd.grad((ref * w).sum(), ref_leaves)
+    for name, a, b in zip(("q", "k", "v", "log_mag", "phase"), got, want):
+        assert_close(a, b, 1e-10, name=f"d{name}")
+
+
+@pytest.mark.parametrize("prefill_seg", [True, False])
+def test_softmax_variant_packed_prefill_continued_step_by_step(prefill_seg):
+    """The cache keeps each key's document: a prefill (packed, or plain) continued token by token across starts
+    equals the whole packed call."""
+    args = inputs(3, 13, 2, 3, 2, real=False, state=False)[:5]
+    seg = torch.tensor(SEGMENTS)
+    y, _ = softmax_gateloop_attention(*args, None, 0.5, seg)
+    P = 6 if prefill_seg else 2  # row 1's first start is at 2: a plain prefill of 2 tokens is one document
+    ys = []
+    out, cache = softmax_gateloop_attention(*(t[:, :P] for t in args), None, 0.5, seg[:, :P] if prefill_seg else None)
+    ys.append(out)
+    if not prefill_seg:  # rows 0 and 2 have no start in 0..1 and row 1 continues: equal to the packed prefill
+        assert_close(out, y[:, :P], 1e-12)
+    for t in range(P, 13):
+        out, cache = softmax_gateloop_attention(*(x[:, t : t + 1] for x in args), cache, 0.5, seg[:, t : t + 1])
+        ys.append(out)
+    assert_close(torch.cat(ys, 1), y, 1e-12)
