@@ -6,7 +6,9 @@ with q, k, v real linear maps of x_n, f = sigmoid (magnitude) and g = identity (
 is complex ``(B, H, K, V)``; max heads (the paper's setting, ``n_heads=None``) is H = d_model, K = V = 1.
 Modes (all equal up to rounding; ops in ``seqzoo/ops/gateloop``): ``recurrent`` (the O(T) loop), ``scan``
 (associative scan, eq. 13), ``chunkwise`` (linear, matmuls inside chunks) and ``attention`` (the O(T²)
-surrogate-attention form, eqs. 14-21, computed with relative exponents so it cannot underflow).
+surrogate-attention form, eqs. 14-21, computed with relative exponents so it cannot underflow). Every mode takes
+``segment_pos`` (packed documents): the transition into a document start is 0, so nothing crosses a start
+(``ops/gateloop/README.md`` §4.4); the chunkwise mode then runs the PyTorch path, not the Triton kernel.
 
 Transitions compared in the paper (``transition=``): ``"data"`` (eq. 25), ``"fixed"`` (learned, input-independent
 a, as S4D / LRU; inits in ``fixed_init``), ``"real"`` (θ ≡ 0) and ``"retnet"`` (fixed untrained decays with
@@ -95,6 +97,7 @@ def fixed_transition_init(
 class GateLoop(Mixer):
     modes = ("recurrent", "scan", "chunkwise", "attention")
     test_kwargs = {"n_heads": 4}
+    supports_segment_pos = True
 
     def __init__(
         self,
@@ -216,15 +219,17 @@ class GateLoop(Mixer):
         theta = None if theta is None else rearrange(theta, "b t (h k) -> b t h k", h=H)
         return q, k, v, log_mag, theta
 
-    def _forward(self, x: torch.Tensor, state: Any, mode: str):
+    def _forward(self, x: torch.Tensor, state: Any, mode: str, segment_pos: torch.Tensor | None = None):
         if state is not None:
             self.check_state(x, state)
         q, k, v, log_mag, theta = self.head_inputs(x)
         impl = self._impl(mode)
         # the chunkwise mode runs the Triton kernel (with this chunk_size) where the kernels switch allows it
-        if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size, state):
+        if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size, state, segment_pos):
             impl = "triton"
-        y, new_state = gateloop(q, k, v, log_mag, theta, state, mode=impl, chunk_size=self.chunk_size)
+        y, new_state = gateloop(
+            q, k, v, log_mag, theta, state, mode=impl, chunk_size=self.chunk_size, segment_pos=segment_pos
+        )
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)  # (B, T, d_v)
         if self.out_proj is not None:
             y = self.out_proj(y)
