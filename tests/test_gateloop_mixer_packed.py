@@ -1,14 +1,11 @@
 """Packed documents through the GateLoop mixers (``segment_pos``): every mode of ``gateloop`` and the softmax variant
 equal each document run alone as a fresh stream (outputs, the last document's state, the gradients of x, the
 carried state and every parameter, float64), for all transitions and head layouts; a packed prefill continued token
-by token across a start equals the whole; under the kernels switch's ``auto`` the Triton dispatch sends packed
-inputs to the PyTorch path and logs why."""
-
-import logging
+by token across a start equals the whole; the chunkwise mode on the Triton kernel takes segment_pos."""
 
 import pytest
 import torch
-from helpers import assert_close
+from helpers import DEV, assert_close, needs_triton
 from packed_helpers import document_pieces
 
 from seqzoo.kernels import use_kernels
@@ -105,19 +102,19 @@ def test_packed_prefill_continued_step_by_step(name, prefill_mode):
     assert_close(torch.cat(ys, 1), y, 1e-12)
 
 
-def test_triton_dispatch_sends_packed_inputs_to_pytorch_and_says_why(kernels_reset, monkeypatch, caplog):
-    """Under ``auto`` a chunkwise call that would take the Triton kernel runs the PyTorch path with segment_pos
-    (logged once with the reason); under the ``triton`` setting it is refused; the unpacked call is unchanged."""
-    import seqzoo.ops.gateloop as ops
-
-    calls = []
-    monkeypatch.setattr(ops, "want_triton", lambda op, device, unfit=None, shape=None: calls.append(unfit) or True)
-    m = make(n_heads=2)
-    x = torch.randn(2, 17, 8, dtype=torch.float64)
-    assert ops.triton_fits(*m.head_inputs(x), 5, None, None)
-    with caplog.at_level(logging.WARNING, logger="seqzoo.kernels"):
-        assert not ops.triton_fits(*m.head_inputs(x), 5, None, SEGMENTS)
-    assert "segment_pos" in caplog.text
-    monkeypatch.undo()
-    with use_kernels("triton"), pytest.raises(ValueError, match="Triton kernel cannot run"):
-        ops.triton_fits(*(t.float() for t in m.head_inputs(x)), 16, None, SEGMENTS)
+@needs_triton
+def test_chunkwise_mode_on_the_triton_kernel_takes_segment_pos():
+    """Under the kernels switch's ``triton`` the chunkwise mode runs the kernel (the interpreter off CUDA) with
+    segment_pos: float32 against each document alone in float64."""
+    m = make(n_heads=2, d_qk=8, d_v=8)
+    m.chunk_size = 16
+    x = torch.randn(2, 17, 8, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    S0 = torch.randn(*m.state_shape(2), dtype=torch.complex128, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        y_ref, S_ref = separate(m, x, S0, "recurrent")
+        m32 = m.float().to(DEV)
+        with use_kernels("triton"):
+            y, S = m32(x.float().to(DEV), state=S0.to(torch.complex64).to(DEV), mode="chunkwise",
+                       segment_pos=SEGMENTS.to(DEV))  # fmt: skip
+    assert_close(y, y_ref, 1e-5)
+    assert_close(S, S_ref, 1e-5)

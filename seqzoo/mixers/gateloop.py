@@ -8,7 +8,7 @@ Modes (all equal up to rounding; ops in ``seqzoo/ops/gateloop``): ``recurrent`` 
 (associative scan, eq. 13), ``chunkwise`` (linear, matmuls inside chunks) and ``attention`` (the O(T²)
 surrogate-attention form, eqs. 14-21, computed with relative exponents so it cannot underflow). Every mode takes
 ``segment_pos`` (packed documents): the transition into a document start is 0, so nothing crosses a start
-(``ops/gateloop/README.md`` §4.4); the chunkwise mode then runs the PyTorch path, not the Triton kernel.
+(``ops/gateloop/README.md`` §4.4), the Triton kernel included.
 
 Transitions compared in the paper (``transition=``): ``"data"`` (eq. 25), ``"fixed"`` (learned, input-independent
 a, as S4D / LRU; inits in ``fixed_init``), ``"real"`` (θ ≡ 0) and ``"retnet"`` (fixed untrained decays with
@@ -225,7 +225,7 @@ class GateLoop(Mixer):
         q, k, v, log_mag, theta = self.head_inputs(x)
         impl = self._impl(mode)
         # the chunkwise mode runs the Triton kernel (with this chunk_size) where the kernels switch allows it
-        if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size, state, segment_pos):
+        if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size, state):
             impl = "triton"
         y, new_state = gateloop(
             q, k, v, log_mag, theta, state, mode=impl, chunk_size=self.chunk_size, segment_pos=segment_pos

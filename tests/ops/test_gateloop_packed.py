@@ -5,14 +5,15 @@ q, k, v, log|a|, θ and the initial state, in float64; complex and real transiti
 chunk edges and inside chunks, one-token documents, batch > 1 with different starts per row. Also: a split anywhere
 with the state carried equals the whole, a packed prefill continued step by step across a start, the hierarchical
 scores with starts against their pairwise reference (both implementations), the property test over drawn
-document lengths, and the softmax variant (materialised scores, the blocked form with its C and PyTorch passes,
+document lengths, the Triton kernels (forward and both backwards, float32, the interpreter off CUDA), and the
+softmax variant (materialised scores, the blocked form with its C and PyTorch passes,
 a cache continued across starts). Closeness: ``tests/helpers.py``.
 """
 
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import assert_close
+from helpers import DEV, assert_close, needs_triton
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packed_helpers import document_pieces
@@ -238,6 +239,77 @@ def test_modes_without_starts_refuse_segment_pos():
     args = inputs(1, 4, 1, 1, 1, real=False)
     with pytest.raises(InputError, match="segment_pos"):
         gateloop(*args, mode="naive_unsafe", segment_pos=torch.zeros(1, 4, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------------------------------- Triton
+# two rows of 37 tokens in tiles of 16: starts at 0, at tile edges (16, 32), inside tiles, a one-token document
+# (19) and one at the end (36); row 1 continues the carried state, then starts at 5 and 6 (one token) and 23
+TRITON_STARTS = [[0, 4, 16, 19, 20, 32, 36], [5, 6, 23]]
+
+
+def triton_segments(T=37):
+    rows = []
+    for starts in TRITON_STARTS:
+        row = torch.arange(T) + 3
+        for t in starts:
+            row[t:] = torch.arange(T - t)
+        rows.append(row)
+    return torch.stack(rows)
+
+
+def on_device(args):
+    return [None if t is None else t.float().to(DEV) if not t.is_complex() else t.to(torch.complex64).to(DEV)
+            for t in args]  # fmt: skip
+
+
+@needs_triton
+@pytest.mark.parametrize("heads", ["general", "max"])
+@pytest.mark.parametrize("real", [False, True], ids=["complex", "real"])
+@pytest.mark.parametrize("state", [True, False], ids=["S0", "fresh"])
+def test_triton_packed_equals_separate(heads, real, state):
+    """The kernels (forward and backward, the interpreter off CUDA) in float32 against each document alone through
+    the float64 loop: y, the last document's state, the gradients of every input."""
+    H, K, V = (1, 3, 4) if heads == "general" else (2, 1, 1)
+    args = inputs(2, 37, H, K, V, real, state, seed=5)
+    seg = triton_segments()
+    ref = outputs_and_grads(lambda *a: separate(*a, seg), args)
+    got = outputs_and_grads(
+        lambda *a: gateloop(*a, mode="triton", chunk_size=16, segment_pos=seg.to(DEV)), on_device(args)
+    )
+    assert_close(got[0], ref[0], 1e-5, name="y")
+    assert_close(got[1], ref[1], 1e-5, name="final state")
+    names = [n for n, t in zip(("q", "k", "v", "log_mag", "phase", "S0"), args) if t is not None]
+    for name, a, b in zip(names, got[2], ref[2]):
+        assert_close(a, b, 1e-5, name=f"d{name}")
+
+
+@needs_triton
+def test_triton_torch_backward_takes_starts():
+    """``gla_triton(backward="torch")`` recomputes through the PyTorch chunkwise path with the same starts."""
+    from seqzoo.ops.gateloop.triton import gla_triton
+
+    q, k, v, log_a, _, _ = on_device(inputs(2, 37, 1, 3, 4, real=True, state=False, seed=6))
+    starts = (triton_segments() == 0).to(DEV)
+    grads = []
+    for backward in ("triton", "torch"):
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v, log_a)]
+        y, S = gla_triton(*leaves, None, 16, backward=backward, starts=starts)
+        grads.append(torch.autograd.grad((y * y).sum() + S.sum(), leaves))
+    for a, b in zip(*grads):
+        assert_close(a, b, 1e-5)
+
+
+@needs_triton
+@pytest.mark.parametrize("split", [5, 16, 20])
+def test_triton_split_equals_whole(split):
+    args = on_device(inputs(2, 37, 1, 2, 3, real=False, seed=7))
+    seg = triton_segments().to(DEV)
+    y, S = gateloop(*args, mode="triton", chunk_size=16, segment_pos=seg)
+    y1, S1 = gateloop(*(t[:, :split] for t in args[:5]), args[5], mode="triton", chunk_size=16,
+                      segment_pos=seg[:, :split])  # fmt: skip
+    y2, S2 = gateloop(*(t[:, split:] for t in args[:5]), S1, mode="triton", chunk_size=16, segment_pos=seg[:, split:])
+    assert_close(torch.cat([y1, y2], 1), y, 1e-5)
+    assert_close(S2, S, 1e-5)
 
 
 # ---------------------------------------------------------------------------------------------- the softmax variant

@@ -19,11 +19,10 @@ otherwise ``triton`` when the kernels switch allows it (``seqzoo.kernels.want_tr
 ``chunkwise`` when not. On the Triton path ``chunk_size`` must be a power of two >= 16 (an ``InputError`` otherwise).
 Autocast is disabled inside: the complex op always runs in fp32 or fp64.
 
-Packed documents: ``segment_pos (B, T)`` (0 where a document starts) is taken by every mode except ``triton`` and
+Packed documents: ``segment_pos (B, T)`` (0 where a document starts) is taken by every mode except
 ``naive_unsafe``: the transition into a start is 0, so no output, final state or gradient crosses a start, a
 carried state reaches only the tokens before the row's first start, and the final state is that of the last
-document (README.md §4.4). Under ``mode="auto"`` inputs with ``segment_pos`` take the PyTorch chunkwise path (the
-Triton kernel has no document starts; logged once with that reason).
+document (README.md §4.4).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from __future__ import annotations
 import torch
 
 from ...errors import InputError, require
-from ...kernels import chunk_unfit, float_unfit, kernels_setting, note_kernel, want_triton
+from ...kernels import chunk_unfit, float_unfit, note_kernel, want_triton
 from .attention import gateloop_attention, gateloop_attention_unsafe
 from .chunkwise import gateloop_chunkwise
 from .common import check_inputs
@@ -69,12 +68,12 @@ def gateloop(q, k, v, log_mag, phase=None, state=None, mode: str = "auto", chunk
     B, T, H, K, V = check_inputs(q, k, v, log_mag, phase, state, segment_pos=segment_pos)
     auto = mode == "auto"
     mode = resolve_mode(T, K, V, mode)
-    if segment_pos is not None and mode in ("triton", "naive_unsafe"):
-        raise InputError(f"gateloop: mode {mode!r} takes no segment_pos ({PACKED_UNFIT}); use chunkwise")
-    if mode == "chunkwise" and auto and triton_fits(q, k, v, log_mag, phase, chunk_size, state, segment_pos):
+    if segment_pos is not None and mode == "naive_unsafe":
+        raise InputError("gateloop: mode 'naive_unsafe' (the paper's literal form, tests only) takes no segment_pos")
+    if mode == "chunkwise" and auto and triton_fits(q, k, v, log_mag, phase, chunk_size, state):
         mode = "triton"
     note_kernel("gateloop", mode, q.device)
-    seg = {} if segment_pos is None else {"segment_pos": segment_pos}  # the unsafe form and Triton take none
+    seg = {} if segment_pos is None else {"segment_pos": segment_pos}  # the unsafe form takes none
     with torch.autocast(device_type=q.device.type, enabled=False):
         if mode == "naive":
             return gateloop_naive(q, k, v, log_mag, phase, state, **seg)
@@ -89,34 +88,22 @@ def gateloop(q, k, v, log_mag, phase=None, state=None, mode: str = "auto", chunk
 
             unfit = chunk_unfit(chunk_size)
             require(unfit is None, f"gateloop: {unfit}")
-            return gateloop_triton(q, k, v, log_mag, phase, state, chunk_size=chunk_size)
+            return gateloop_triton(q, k, v, log_mag, phase, state, chunk_size=chunk_size, **seg)
         return gateloop_chunkwise(q, k, v, log_mag, phase, state, chunk_size=chunk_size, **seg)
 
 
-# why inputs with document starts do not take the Triton kernel
-PACKED_UNFIT = "the Triton kernel has no document starts (segment_pos)"
-
-
-def triton_fits(q, k, v, log_mag, phase=None, chunk_size: int = 64, state=None, segment_pos=None) -> bool:
+def triton_fits(q, k, v, log_mag, phase=None, chunk_size: int = 64, state=None) -> bool:
     """Should the chunkwise GateLoop run the Triton kernel (``seqzoo.kernels.want_triton``: the kernels switch,
     the device, float32/float16/bfloat16 inputs, a power-of-two chunk >= 16, and sizes at which every kernel has
     an autotune config that fits this GPU without spilling: ``triton.py: shape_unfit``, else the PyTorch path,
-    logged once). Inputs with ``segment_pos`` never take it: under ``auto`` the PyTorch path, logged once with the
-    reason; under the ``triton`` setting an ``InputError``."""
+    logged once). Packed documents (``segment_pos``) take it as well."""
 
     def shape():
         from .triton import shape_unfit
 
         return shape_unfit(q, v, phase, state, chunk_size)
 
-    unfit = float_unfit(q, k, v, log_mag, phase) or chunk_unfit(chunk_size)
-    if segment_pos is not None and kernels_setting() == "triton":
-        unfit = unfit or PACKED_UNFIT
-    fits = want_triton("gateloop", q.device, unfit, shape)
-    if fits and segment_pos is not None:  # the kernel was wanted: say once why it does not run
-        note_kernel("gateloop", "torch", q.device, why=PACKED_UNFIT)
-        return False
-    return fits
+    return want_triton("gateloop", q.device, float_unfit(q, k, v, log_mag, phase) or chunk_unfit(chunk_size), shape)
 
 
 __all__ = [
