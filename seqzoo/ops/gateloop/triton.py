@@ -84,7 +84,7 @@ def _document_masks(st_ptr, bi, T, tok, mt, causal):
     return keep, doc == 0, doc == last, last == 0
 
 
-@autotune(configs=_CONFIGS, key=["K", "V", "L", "HAS_STATE", "STATES_ONLY"])
+@autotune(configs=_CONFIGS, key=["K", "V", "L", "HAS_STATE", "STATES_ONLY", "HAS_STARTS"])
 @triton.jit
 def _gla_fwd_kernel(
     q_ptr,
@@ -179,7 +179,7 @@ _DS_CONFIGS = configs(
 )
 
 
-@autotune(configs=_DS_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_DS_CONFIGS, key=["K", "V", "L", "HAS_STARTS"])
 @triton.jit
 def _gla_bwd_dstate_kernel(
     q_ptr,
@@ -241,7 +241,7 @@ def _gla_bwd_dstate_kernel(
     tl.store(dS0_ptr + pid_bh * K * V + st, dS, mask=sm)
 
 
-@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L", "HAS_STARTS"])
 @triton.jit
 def _gla_bwd_kernel(
     q_ptr,
