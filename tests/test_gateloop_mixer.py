@@ -137,12 +137,14 @@ def test_fixed_transitions_ignore_the_input():
     assert real.gates(x1)[1] is None and not hasattr(real.theta_proj, "weight")
 
 
-def test_retnet_decays():
-    m = build_mixer("gateloop", d_model=16, transition="retnet", n_heads=8)
+@pytest.mark.parametrize("H", [4, 8, 16])
+def test_retnet_decays(H):
+    """RetNet's γ_h = 1 - 2^{-5-h} per head at every H (arXiv:2307.08621; torchscale), not only at H = 8."""
+    m = build_mixer("gateloop", d_model=16, transition="retnet", n_heads=H)
     lm, th = m.gates(torch.zeros(1, 2, 16))
-    mags = lm[0, 0].exp().reshape(8, 2)[:, 0]
-    expect = torch.tensor([1 - 2.0 ** (-5 - c) for c in range(8)])
-    assert torch.allclose(mags, expect, rtol=0, atol=1e-6)
+    log_gamma = lm[0, 0].double().reshape(H, 16 // H)
+    expect = torch.log1p(-(2.0 ** (-5.0 - torch.arange(H, dtype=torch.float64))))
+    assert torch.allclose(log_gamma, expect[:, None].expand(H, 16 // H), rtol=1e-6, atol=0)
     assert not any(p.requires_grad for n, p in m.named_parameters() if "retnet" in n)
     assert torch.allclose(th[0, 0], 10000.0 ** (-torch.arange(16.0) / 16))
 

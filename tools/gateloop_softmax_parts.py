@@ -129,7 +129,7 @@ def softmax_parts(mixer, x) -> dict:
         "gateloop_softmax part: rotation, fwd+bwd": rotation,
         f"gateloop_softmax part: diagonal blocks of {b} (C loop), fwd+bwd": lambda: diagonal().backward(g_A0),
         "gateloop_softmax part: levels and merges (level kernels included), fwd+bwd": lambda: gsm._SoftmaxParts.apply(
-            vv, A0, qh, kh, lam
+            vv, A0, qh, kh, lam, None
         ).backward(g_y),
     }
 

@@ -6,11 +6,15 @@ with q, k, v real linear maps of x_n, f = sigmoid (magnitude) and g = identity (
 is complex ``(B, H, K, V)``; max heads (the paper's setting, ``n_heads=None``) is H = d_model, K = V = 1.
 Modes (all equal up to rounding; ops in ``seqzoo/ops/gateloop``): ``recurrent`` (the O(T) loop), ``scan``
 (associative scan, eq. 13), ``chunkwise`` (linear, matmuls inside chunks) and ``attention`` (the O(T²)
-surrogate-attention form, eqs. 14-21, computed with relative exponents so it cannot underflow).
+surrogate-attention form, eqs. 14-21, computed with relative exponents so it cannot underflow). Every mode takes
+``segment_pos`` (packed documents): the transition into a document start is 0, so nothing crosses a start
+(``ops/gateloop/README.md`` §4.4), the Triton kernel included.
 
 Transitions compared in the paper (``transition=``): ``"data"`` (eq. 25), ``"fixed"`` (learned, input-independent
-a, as S4D / LRU; inits in ``fixed_init``), ``"real"`` (θ ≡ 0) and ``"retnet"`` (fixed untrained decays 1 - 2^{-5-c}
-with RetNet's rotations). State-transition parameters get their own optimiser group (``optim_overrides``).
+a, as S4D / LRU; inits in ``fixed_init``), ``"real"`` (θ ≡ 0) and ``"retnet"`` (fixed untrained decays with
+rotations). ``retnet`` follows RetNet (Sun et al., arXiv:2307.08621, §2.2 and its official code): head h of H
+decays by γ_h = 1 - 2^{-5-h}, h = 0 .. H-1, for any H (so with many heads the last ones barely decay:
+γ_h > 1 - 1e-6 from h = 15 on). State-transition parameters get their own optimiser group (``optim_overrides``).
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ def fixed_transition_init(
 class GateLoop(Mixer):
     modes = ("recurrent", "scan", "chunkwise", "attention")
     test_kwargs = {"n_heads": 4}
+    supports_segment_pos = True
 
     def __init__(
         self,
@@ -155,8 +160,8 @@ class GateLoop(Mixer):
             log_mag, theta = fixed_transition_init(fixed_init, d_qk)
             self.gamma = nn.Parameter(_inverse_magnitude(magnitude, log_mag).float())
             self.theta = nn.Parameter(_inverse_phase(phase, theta).float())
-        else:  # retnet: fixed, untrained; c = floor(8h/H) for head h, θ_j = 10000^{-j/N}
-            c = (8 * torch.arange(n_heads, dtype=torch.float64) // n_heads).repeat_interleave(self.head_k)
+        else:  # retnet: fixed, untrained; γ_h = 1 - 2^{-5-h} for head h (RetNet's per-head decays), θ_j = 10000^{-j/N}
+            c = torch.arange(n_heads, dtype=torch.float64).repeat_interleave(self.head_k)
             self.register_buffer("retnet_log_mag", torch.log1p(-(2.0 ** (-5.0 - c))).float())
             self.register_buffer("retnet_theta", (10000.0 ** (-torch.arange(d_qk, dtype=torch.float64) / d_qk)).float())
         if out_proj is None:
@@ -214,7 +219,7 @@ class GateLoop(Mixer):
         theta = None if theta is None else rearrange(theta, "b t (h k) -> b t h k", h=H)
         return q, k, v, log_mag, theta
 
-    def _forward(self, x: torch.Tensor, state: Any, mode: str):
+    def _forward(self, x: torch.Tensor, state: Any, mode: str, segment_pos: torch.Tensor | None = None):
         if state is not None:
             self.check_state(x, state)
         q, k, v, log_mag, theta = self.head_inputs(x)
@@ -222,7 +227,9 @@ class GateLoop(Mixer):
         # the chunkwise mode runs the Triton kernel (with this chunk_size) where the kernels switch allows it
         if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size, state):
             impl = "triton"
-        y, new_state = gateloop(q, k, v, log_mag, theta, state, mode=impl, chunk_size=self.chunk_size)
+        y, new_state = gateloop(
+            q, k, v, log_mag, theta, state, mode=impl, chunk_size=self.chunk_size, segment_pos=segment_pos
+        )
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)  # (B, T, d_v)
         if self.out_proj is not None:
             y = self.out_proj(y)

@@ -18,6 +18,11 @@ Implementations (all equal up to rounding; see README.md for the derivations):
 otherwise ``triton`` when the kernels switch allows it (``seqzoo.kernels.want_triton``: CUDA by default) and
 ``chunkwise`` when not. On the Triton path ``chunk_size`` must be a power of two >= 16 (an ``InputError`` otherwise).
 Autocast is disabled inside: the complex op always runs in fp32 or fp64.
+
+Packed documents: ``segment_pos (B, T)`` (0 where a document starts) is taken by every mode except
+``naive_unsafe``: the transition into a start is 0, so no output, final state or gradient crosses a start, a
+carried state reaches only the tokens before the row's first start, and the final state is that of the last
+document (README.md §4.4).
 """
 
 from __future__ import annotations
@@ -56,23 +61,26 @@ def resolve_mode(T: int, K: int, V: int, mode: str = "auto") -> str:
     return "blelloch" if K == 1 and V == 1 else "chunkwise"
 
 
-def gateloop(q, k, v, log_mag, phase=None, state=None, mode: str = "auto", chunk_size: int = 64):
+def gateloop(q, k, v, log_mag, phase=None, state=None, mode: str = "auto", chunk_size: int = 64, segment_pos=None):
     """Dispatch to one implementation after validating every argument (see the module docstring)."""
     if mode not in MODES:
         raise InputError(f"gateloop: mode must be one of {MODES}, got {mode!r}")
-    B, T, H, K, V = check_inputs(q, k, v, log_mag, phase, state)
+    B, T, H, K, V = check_inputs(q, k, v, log_mag, phase, state, segment_pos=segment_pos)
     auto = mode == "auto"
     mode = resolve_mode(T, K, V, mode)
+    if segment_pos is not None and mode == "naive_unsafe":
+        raise InputError("gateloop: mode 'naive_unsafe' (the paper's literal form, tests only) takes no segment_pos")
     if mode == "chunkwise" and auto and triton_fits(q, k, v, log_mag, phase, chunk_size, state):
         mode = "triton"
     note_kernel("gateloop", mode, q.device)
+    seg = {} if segment_pos is None else {"segment_pos": segment_pos}  # the unsafe form takes none
     with torch.autocast(device_type=q.device.type, enabled=False):
         if mode == "naive":
-            return gateloop_naive(q, k, v, log_mag, phase, state)
+            return gateloop_naive(q, k, v, log_mag, phase, state, **seg)
         if mode in SCANS:
-            return gateloop_scan(q, k, v, log_mag, phase, state, mode=mode)
+            return gateloop_scan(q, k, v, log_mag, phase, state, mode=mode, **seg)
         if mode == "attention":
-            return gateloop_attention(q, k, v, log_mag, phase, state)
+            return gateloop_attention(q, k, v, log_mag, phase, state, **seg)
         if mode == "naive_unsafe":
             return gateloop_attention_unsafe(q, k, v, log_mag, phase, state)
         if mode == "triton":  # triton.py: chunked GLA, complex via phase rotation (fp32/bf16/fp16)
@@ -80,15 +88,15 @@ def gateloop(q, k, v, log_mag, phase=None, state=None, mode: str = "auto", chunk
 
             unfit = chunk_unfit(chunk_size)
             require(unfit is None, f"gateloop: {unfit}")
-            return gateloop_triton(q, k, v, log_mag, phase, state, chunk_size=chunk_size)
-        return gateloop_chunkwise(q, k, v, log_mag, phase, state, chunk_size=chunk_size)
+            return gateloop_triton(q, k, v, log_mag, phase, state, chunk_size=chunk_size, **seg)
+        return gateloop_chunkwise(q, k, v, log_mag, phase, state, chunk_size=chunk_size, **seg)
 
 
 def triton_fits(q, k, v, log_mag, phase=None, chunk_size: int = 64, state=None) -> bool:
     """Should the chunkwise GateLoop run the Triton kernel (``seqzoo.kernels.want_triton``: the kernels switch,
     the device, float32/float16/bfloat16 inputs, a power-of-two chunk >= 16, and sizes at which every kernel has
     an autotune config that fits this GPU without spilling: ``triton.py: shape_unfit``, else the PyTorch path,
-    logged once)."""
+    logged once). Packed documents (``segment_pos``) take it as well."""
 
     def shape():
         from .triton import shape_unfit

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from .chunkwise import frame_chunkwise
-from .common import frame_state, prepare, rotating_frame, transition, unframe_state
+from .chunkwise import frame_form
+from .common import document_cumsum, prepare, rotating_frame, transition
 from .scores import decayed_scores
 
 
@@ -33,30 +33,25 @@ def _pow2_pad(x: torch.Tensor, P: int) -> torch.Tensor:
     return x if P == T else torch.cat([x, x.new_zeros(*x.shape[:2], P - T, *x.shape[3:])], dim=2)
 
 
-def relative_scores(q, k, log_mag, phase, upper: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``A (B, H, T, T)`` of the surrogate form (compute dtype; ``upper`` above the diagonal) and the fp64
-    cumulative sums ``L, Φ (B, T, H, K)``."""
+def relative_scores(
+    q, k, log_mag, phase, upper: float = 0.0, starts=None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``A (B, H, T, T)`` of the surrogate form (compute dtype; ``upper`` above the diagonal and, with ``starts (B,
+    T)`` bool, across document starts, where log|a| and θ must be 0) and the fp64 cumulative sums ``L, Φ (B, T, H,
+    K)``, restarted at each document start."""
     T = q.shape[1]
-    L = log_mag.double().cumsum(1)  # (B, T, H, K) fp64
-    Phi = phase.double().cumsum(1)
+    L, Phi = document_cumsum(log_mag, starts), document_cumsum(phase, starts)  # (B, T, H, K) fp64
     q, k, log_mag, phase = (t.transpose(1, 2) for t in (q, k, log_mag, phase))  # heads first
     qh, kh, _ = rotating_frame(q, k, phase)  # (B, H, T, 2, K)
     P = 1 << (T - 1).bit_length()
-    A = decayed_scores(_pow2_pad(qh, P), _pow2_pad(kh, P), _pow2_pad(log_mag, P), upper=upper)
+    sp = None if starts is None else torch.nn.functional.pad(starts, (0, P - T))[:, None]  # (B, 1, P)
+    A = decayed_scores(_pow2_pad(qh, P), _pow2_pad(kh, P), _pow2_pad(log_mag, P), upper=upper, starts=sp)
     return A[..., :T, :T], L, Phi
 
 
-def gateloop_attention(q, k, v, log_mag, phase=None, state=None):
-    """Same inputs / outputs as ``gateloop_naive``."""
-    real = phase is None
-    q, k, v, log_mag, phase, state = prepare(q, k, v, log_mag, phase, state)
-    q, k, v, log_mag, phase = (t.transpose(1, 2) for t in (q, k, v, log_mag, phase))  # heads first
-    qh, kh, theta_T = rotating_frame(q, k, None if real else phase)
-    R = qh.shape[-2]
-    T = q.shape[2]
-    y, Z = frame_chunkwise(qh, kh, v, log_mag, frame_state(state, R), chunk_size=T)
-    total = None if state is None or not real else log_mag.double().sum(2).to(q.dtype)
-    return y.transpose(1, 2), unframe_state(Z, theta_T, state, total)
+def gateloop_attention(q, k, v, log_mag, phase=None, state=None, segment_pos=None):
+    """Same inputs / outputs as ``gateloop_naive`` (one chunk of T tokens; document starts as in chunkwise)."""
+    return frame_form(q, k, v, log_mag, phase, state, None, segment_pos)
 
 
 def gateloop_attention_unsafe(q, k, v, log_mag, phase=None, state=None):

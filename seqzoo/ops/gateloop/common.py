@@ -5,6 +5,9 @@ Every op takes the same inputs:
 * ``q, k``: ``(B, T, H, K)`` real; ``v``: ``(B, T, H, V)`` real
 * ``log_mag``: ``(B, T, H, K)`` real, ``log|a| <= 0``; ``phase``: ``(B, T, H, K)`` real or None (real transitions)
 * ``state``: None or ``(B, H, K, V)`` complex, the state S carried from an earlier call
+* ``segment_pos``: None or ``(B, T)`` integer, the position inside the current document (packed documents): where
+  it is 0 a document starts, the transition into that token is 0 (``a_t = 0``), so nothing before it reaches it or
+  anything after it; a carried state reaches only the tokens before the row's first start
 
 and returns ``y (B, T, H, V)`` real and the final state ``(B, H, K, V)`` complex. The complex op always runs in
 fp32 (complex64) or fp64 (complex128): fp64 if any input is fp64, else fp32 (so bf16/fp16 inputs are upcast).
@@ -30,7 +33,9 @@ def complex_dtype(real: torch.dtype) -> torch.dtype:
     return torch.complex128 if real == torch.float64 else torch.complex64
 
 
-def check_inputs(q, k, v, log_mag, phase, state, check_magnitude: bool = True) -> tuple[int, int, int, int, int]:
+def check_inputs(
+    q, k, v, log_mag, phase, state, check_magnitude: bool = True, segment_pos=None
+) -> tuple[int, int, int, int, int]:
     """Validate shapes and dtypes (before any heavy work); returns ``(B, T, H, K, V)``."""
     for name, t in (("q", q), ("k", k), ("v", v), ("log_mag", log_mag)):
         if not isinstance(t, torch.Tensor):
@@ -72,6 +77,7 @@ def check_inputs(q, k, v, log_mag, phase, state, check_magnitude: bool = True) -
             raise InputError(
                 f"gateloop op: state must have shape (B, H, K, V) = {(B, H, K, V)}, got {tuple(state.shape)}"
             )
+    check_segment_pos(segment_pos, B, T)
     if check_magnitude:
         mx = float(log_mag.detach().max())
         if not mx <= 1e-6:  # also catches NaN
@@ -79,6 +85,22 @@ def check_inputs(q, k, v, log_mag, phase, state, check_magnitude: bool = True) -
                 f"gateloop op: log_mag = log|a| must be <= 0 (|a| <= 1, a stable recurrence), got max {mx:.3g}"
             )
     return B, T, H, K, V
+
+
+def check_segment_pos(segment_pos, B: int, T: int) -> None:
+    """``segment_pos``: None or an integer (not bool) tensor of shape ``(B, T)``."""
+    if segment_pos is None:
+        return
+    ok = isinstance(segment_pos, torch.Tensor) and not (
+        segment_pos.is_floating_point() or segment_pos.is_complex() or segment_pos.dtype == torch.bool
+    )
+    if not ok or tuple(segment_pos.shape) != (B, T):
+        got = (
+            f"{segment_pos.dtype} {tuple(segment_pos.shape)}"
+            if isinstance(segment_pos, torch.Tensor)
+            else type(segment_pos).__name__
+        )
+        raise InputError(f"gateloop: segment_pos must be an integer tensor of shape (B, T) = {(B, T)}, got {got}")
 
 
 def prepare(q, k, v, log_mag, phase, state):
@@ -89,6 +111,32 @@ def prepare(q, k, v, log_mag, phase, state):
     if state is not None:
         state = state.to(complex_dtype(rd))
     return q, k, v, log_mag, phase, state
+
+
+def document_starts(segment_pos: torch.Tensor | None, device) -> torch.Tensor | None:
+    """``segment_pos (B, T)`` -> ``starts (B, T)`` bool, True where a document starts (position 0); None stays None."""
+    return None if segment_pos is None else (segment_pos == 0).to(device)
+
+
+def zero_at_starts(x: torch.Tensor | None, starts: torch.Tensor | None) -> torch.Tensor | None:
+    """``x (B, T, ...)`` with 0 at document starts (``starts (B, T)``). For log|a| and θ this leaves the transition
+    into a start to the masks of each form (its decay enters no kept term) and gives them an exact zero gradient
+    there; every sum of log|a| stays finite (no -inf written into a sum)."""
+    if x is None or starts is None:
+        return x
+    return x.masked_fill(starts.view(*starts.shape, *(1,) * (x.dim() - 2)), 0.0)
+
+
+def document_cumsum(x: torch.Tensor, starts: torch.Tensor | None) -> torch.Tensor:
+    """``x (B, T, ...)`` -> its float64 cumulative sum over time, restarted at every document start (``starts (B,
+    T)``, where x is 0): each token's sum covers its own document only."""
+    total = x.double().cumsum(1)
+    if starts is None:
+        return total
+    T = x.shape[1]
+    last = torch.where(starts, torch.arange(T, device=x.device), -1).cummax(1).values  # the latest start, or -1
+    before = total.gather(1, last.clamp_min(0).view(*last.shape, *(1,) * (x.dim() - 2)).expand(total.shape))
+    return total - before * (last >= 0).view(*last.shape, *(1,) * (x.dim() - 2))
 
 
 def cexp(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:

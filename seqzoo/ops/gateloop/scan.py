@@ -5,7 +5,8 @@ Each token is the pair e_n = (a_n, b_n) with b_n = k_n v_nᵀ. With p earlier an
     (p₁, p₂) • (q₁, q₂) = (p₁ q₁,  q₁ p₂ + q₂)          (q₁ scales the key rows of p₂)
 
 and the second component of the inclusive scan at n is the state S_n. A carried state S_0 is folded into
-the first element (b_1 ← a_1 S_0 + b_1). Implementations of the same scan:
+the first element (b_1 ← a_1 S_0 + b_1). A document start (``segment_pos == 0``) is the element (0, b_n): it
+discards every earlier prefix, the carried state included. Implementations of the same scan:
 
 * ``hillis_steele``: log₂T vectorised passes, O(T log T) work (the paper's complexity);
 * ``blelloch``: odd/even recursion as in ``jax.lax.associative_scan``: O(T) work, 2·log₂T depth;
@@ -23,7 +24,7 @@ import math
 import torch
 
 from ...errors import InputError
-from .common import prepare, transition
+from .common import document_starts, prepare, transition, zero_at_starts
 
 
 def _combine(a_p, b_p, a_q, b_q):
@@ -119,12 +120,12 @@ SCANS = {
 }
 
 
-def gateloop_scan(q, k, v, log_mag, phase=None, state=None, mode: str = "two_level"):
+def gateloop_scan(q, k, v, log_mag, phase=None, state=None, mode: str = "two_level", segment_pos=None):
     """Same inputs / outputs as ``gateloop_naive``; ``mode`` names the scan algorithm (see ``SCANS``)."""
     if mode not in SCANS:
         raise InputError(f"gateloop scan: mode must be one of {sorted(SCANS)}, got {mode!r}")
     q, k, v, log_mag, phase, state = prepare(q, k, v, log_mag, phase, state)
-    a = transition(log_mag, phase)[..., None]  # (B, T, H, K, 1)
+    a = zero_at_starts(transition(log_mag, phase), document_starts(segment_pos, q.device))[..., None]  # (B,T,H,K,1)
     b = (k[..., :, None] * v[..., None, :]).to(a.dtype)  # (B, T, H, K, V): k_n v_nᵀ
     if state is not None:  # fold S_0 into the first element
         b = torch.cat([a[:, :1] * state[:, None] + b[:, :1], b[:, 1:]], dim=1)

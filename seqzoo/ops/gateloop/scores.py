@@ -25,6 +25,13 @@ On CPU, blocks of up to ``NATIVE_UP_TO`` tokens take a C loop instead (``scores_
 the factors per row, the same flops without the levels' small passes); ``decayed_scores(native=False)`` keeps this
 construction.
 Reference: ``decayed_scores_naive`` (the pairwise exponents, built as segment sums).
+
+Packed documents (``starts (..., P)``, True where a document starts): a pair (τ, σ) with a start in (σ, τ] belongs to
+two documents and its score is ``upper`` (0 for the linear forms, -inf for the softmax). In a quadrant that is
+exactly "a start in [mid, τ]" (the whole row) or "a start in (σ, mid)" (the whole column), so the split stays two
+masked factors, ``row ⊙ [no start in mid..τ]`` and ``col ⊙ [no start in σ+1..mid-1]``; the C loop gets a = 0 at
+each start, which zeroes every running product that reaches across it. The decay exponents themselves are not
+touched (the callers pass λ = 0 at starts): no -inf or huge value is ever summed.
 """
 
 from __future__ import annotations
@@ -87,13 +94,21 @@ def suffix_sums(x: torch.Tensor) -> torch.Tensor:
 NATIVE_UP_TO = 128
 
 
-def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: float = 0.0, native: bool | None = None):
+def decayed_scores(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    lam: torch.Tensor,
+    upper: float = 0.0,
+    native: bool | None = None,
+    starts: torch.Tensor | None = None,
+):
     """``q, k (..., P, R, K)``, ``lam (..., P, K)`` (<= 0), P a power of two -> ``A (..., P, P)`` (see the module).
 
-    ``upper``: the value above the diagonal (``-inf`` hands a causal softmax its mask for free). Differentiable in
-    ``q``, ``k`` and ``lam`` through ``_DecayedScores``' own backward. ``native``: None picks the C loop of
-    ``scores_native.py`` for CPU float32 / float64 blocks of up to ``NATIVE_UP_TO`` tokens where it builds, True
-    requires it, False keeps the matmul construction."""
+    ``upper``: the value above the diagonal (``-inf`` hands a causal softmax its mask for free) and, with ``starts``
+    (bool ``(..., P)`` broadcastable to q's leading dims, True where a document starts), of every pair across a
+    start. Differentiable in ``q``, ``k`` and ``lam`` through ``_DecayedScores``' own backward. ``native``: None
+    picks the C loop of ``scores_native.py`` for CPU float32 / float64 blocks of up to ``NATIVE_UP_TO`` tokens where
+    it builds, True requires it, False keeps the matmul construction."""
     P = q.shape[-3]
     if P & (P - 1):
         raise InputError(f"decayed_scores: the block length P must be a power of two, got {P}")
@@ -104,13 +119,27 @@ def decayed_scores(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: f
         from . import scores_native
 
         if scores_native.fits(q, k, lam):
-            return scores_native.decayed_scores_native(q, k, lam, upper)
+            return _cross_documents(scores_native.decayed_scores_native(q, k, lam, upper, starts), starts, upper)
         if native:
             raise InputError(
                 "decayed_scores: native=True needs CPU float32 / float64 operands of one dtype and the built C "
                 f"library ({scores_native.unavailable() or 'autocast or torch.compile is active'})"
             )
-    return _DecayedScores.apply(q, k, lam, upper)
+    return _cross_documents(_DecayedScores.apply(q, k, lam, upper, starts), starts, upper)
+
+
+def _cross_documents(A: torch.Tensor, starts: torch.Tensor | None, upper: float) -> torch.Tensor:
+    """``upper`` at the pairs across a document start, which the factors left at 0 (nothing to do for upper = 0)."""
+    if starts is None or upper == 0.0:
+        return A
+    return A.masked_fill(~same_document(starts), upper)
+
+
+def same_document(starts: torch.Tensor) -> torch.Tensor:
+    """``starts (..., P)`` bool -> ``(..., P, P)`` bool, [τ, σ] True when no document starts in (min, max] of the
+    two (document ids = running count of starts)."""
+    doc = starts.long().cumsum(-1)
+    return doc[..., :, None] == doc[..., None, :]
 
 
 def _dlam_from(q: torch.Tensor, k: torch.Tensor, dq: torch.Tensor, dk: torch.Tensor) -> torch.Tensor:
@@ -140,10 +169,10 @@ def flushed_exp(x: torch.Tensor, below: float) -> torch.Tensor:
     return x.clamp_min(below - 1.0).exp_().masked_fill_(x < below, 0.0)
 
 
-def _levels(q, k, lam, start: int = 1):
+def _levels(q, k, lam, start: int = 1, starts: torch.Tensor | None = None):
     """Per level (half-block size h = start, 2 start, ..., P/2; ``start`` a power of two): the second halves of q,
     the first halves of k (views) and their decay factors e^{Σ_{m<=j<=τ} λ_j}, e^{Σ_{σ<j<m} λ_j} (``None`` for
-    h = 1: e^0)."""
+    h = 1: e^0), with ``starts (..., P)``: times 0 where a document starts in m..τ (row) or in σ+1..m-1 (column)."""
     *lead, P, R, K = q.shape
     h = start
     while h < P:
@@ -153,8 +182,26 @@ def _levels(q, k, lam, start: int = 1):
         k1 = k.reshape(*lead, n, 2, h, R, K).select(-4, 0)  # σ in the first half
         row = _decay(prefix_sums(second), h)[..., None, :]
         col = _decay(suffix_sums(first), h)[..., None, :] if h > 1 else None
+        if starts is not None:
+            row, col = _masked_factors(starts, n, h, row, col)
         yield h, q2, k1, row, col
         h *= 2
+
+
+def level_masks(starts: torch.Tensor, h: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``starts (..., P)`` bool -> which rows and columns of the level of half-blocks of h tokens stay in one
+    document, ``(..., P/2h, h)`` bool each: row τ (second half) has no start in mid..τ; column σ (first half) has
+    none in σ+1..mid-1 (always true for σ = mid-1)."""
+    first, second = starts.reshape(*starts.shape[:-1], -1, 2, h).long().unbind(-2)  # (..., n, h)
+    return second.cumsum(-1) == 0, first.flip(-1).cumsum(-1).flip(-1) == first
+
+
+def _masked_factors(starts: torch.Tensor, n: int, h: int, row: torch.Tensor, col: torch.Tensor | None):
+    """One level's factors ``row, col (..., n, h, 1, K)`` times 0 where the pair would reach across a document
+    start (``level_masks``; h = 1 has no column factor and needs no column mask)."""
+    rows, cols = level_masks(starts, h)
+    row = row * rows.to(row.dtype)[..., None, None]
+    return row, None if col is None else col * cols.to(col.dtype)[..., None, None]
 
 
 def _quad(qs, ks, h):
@@ -171,15 +218,16 @@ class _DecayedScores(torch.autograd.Function):
     dλ_j = Σ_{τ>=j} Σ_R (q_τ dq_τ - k_τ dk_τ) from them at the end (README.md §4.2)."""
 
     @staticmethod
-    def forward(ctx, q, k, lam, upper):
+    def forward(ctx, q, k, lam, upper, starts):
         *lead, P, R, K = q.shape
         parts = [(q * k).sum((-2, -1))]  # (..., P): the diagonal τ = σ, decay e^0
-        for h, q2, k1, row, col in _levels(q, k, lam):
+        for h, q2, k1, row, col in _levels(q, k, lam, starts=starts):
             parts.append(_quad(q2 * row, k1 if col is None else k1 * col, h).flatten(-3))
         # every lower-triangle entry belongs to exactly one part: one scatter into `upper` places them all
         A = q.new_full((*lead, P * P), upper)
         A.index_copy_(-1, _lower_positions(P, q.device), torch.cat(parts, dim=-1))
         ctx.save_for_backward(q, k, lam)
+        ctx.starts = starts
         return A.view(*lead, P, P)
 
     @staticmethod
@@ -191,7 +239,7 @@ class _DecayedScores(torch.autograd.Function):
         dparts = dparts.split([P] + [P * (1 << i) // 2 for i in range(P.bit_length() - 1)], dim=-1)
         ddiag = dparts[0][..., None, None]
         dq, dk = (ddiag * k).contiguous(), (ddiag * q).contiguous()  # written through views below
-        for (h, q2, k1, row, col), dquad in zip(_levels(q, k, lam), dparts[1:]):
+        for (h, q2, k1, row, col), dquad in zip(_levels(q, k, lam, starts=ctx.starts), dparts[1:]):
             n = P // (2 * h)
             dquad = dquad.reshape(*lead, n, h, h)
             ks = k1 if col is None else k1 * col
@@ -208,7 +256,7 @@ class _DecayedScores(torch.autograd.Function):
                 dk1.add_(dks)
             else:
                 dk1.addcmul_(dks, col)
-        return dq, dk, _dlam_from(q, k, dq, dk), None  # dλ from dq and dk, not per level
+        return dq, dk, _dlam_from(q, k, dq, dk), None, None  # dλ from dq and dk, not per level
 
 
 @functools.lru_cache(maxsize=64)
@@ -235,9 +283,12 @@ def segment_sums(x: torch.Tensor) -> torch.Tensor:
     return X.cumsum(dim=-3)
 
 
-def decayed_scores_naive(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
-    """The reference of ``decayed_scores``: pairwise exponents, O(P²·K) memory; any P."""
+def decayed_scores_naive(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, starts=None) -> torch.Tensor:
+    """The reference of ``decayed_scores``: pairwise exponents, O(P²·K) memory; any P; ``starts (..., P)``: pairs
+    across a document start are 0."""
     P = q.shape[-3]
-    causal = torch.ones(P, P, dtype=torch.bool, device=q.device).tril()[:, :, None]
-    W = segment_sums(lam).masked_fill(~causal, float("-inf")).exp()  # (..., P, P, K); exponent masked, not W
+    keep = torch.ones(P, P, dtype=torch.bool, device=q.device).tril()
+    if starts is not None:
+        keep = keep & same_document(starts)
+    W = segment_sums(lam).masked_fill(~keep[..., None], float("-inf")).exp()  # (..., P, P, K); exponent masked
     return torch.einsum("...trk,...srk,...tsk->...ts", q, k, W)

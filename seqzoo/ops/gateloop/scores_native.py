@@ -60,9 +60,11 @@ def fits(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor) -> bool:
 
 class _NativeScores(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, lam, upper):
+    def forward(ctx, q, k, lam, upper, starts):
         *lead, P, R, K = q.shape
         q, k, a = q.contiguous(), k.contiguous(), _factors(lam)
+        if starts is not None:  # a = 0 into a document start: every running product across it is 0 from there on
+            a = a.masked_fill(starts[..., None], 0.0)
         N = math.prod(lead)
         A = q.new_empty(*lead, P, P)
         flush, fn = math.exp(_LOG_FLUSH[q.dtype]), getattr(library(), f"gateloop_scores_forward_{SUFFIX[q.dtype]}")
@@ -84,15 +86,18 @@ class _NativeScores(torch.autograd.Function):
         qf, kf, af, dAf, dqf, dkf = (t.view(N, -1) if N else None for t in (q, k, a, dA, dq, dk))
         run_rows(N, lambda n0, n1: fn(n1 - n0, P, R, K, *(pointer(t[n0]) for t in (qf, kf, af)), flush,
                                       *(pointer(t[n0]) for t in (dAf, dqf, dkf))), _WHAT)  # fmt: skip
-        return dq, dk, _dlam_from(q, k, dq, dk), None
+        return dq, dk, _dlam_from(q, k, dq, dk), None, None
 
 
-def decayed_scores_native(q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: float = 0.0) -> torch.Tensor:
+def decayed_scores_native(
+    q: torch.Tensor, k: torch.Tensor, lam: torch.Tensor, upper: float = 0.0, starts: torch.Tensor | None = None
+) -> torch.Tensor:
     """``q, k (..., P, R, K)``, ``lam (..., P, K)`` (<= 0, one dtype, CPU; ``fits``) -> ``A (..., P, P)`` with
-    ``upper`` above the diagonal; any P."""
+    ``upper`` above the diagonal; any P. ``starts (..., P)`` bool: pairs across a document start are 0 (the
+    caller writes ``upper`` there)."""
     if not shapes_fit(q, k, lam):
         raise InputError(
             f"decayed_scores_native: q, k must have one shape (..., P, R, K) and lam (..., P, K), got "
             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(lam.shape)}"
         )
-    return _NativeScores.apply(q, k, lam, upper)
+    return _NativeScores.apply(q, k, lam, upper, starts)

@@ -15,6 +15,13 @@ keys in the diagonal block and in at most one block per level, and the parts mer
 
     y_n = Σ_p e^{lse_p(n) - LSE(n)} y_p(n),   LSE(n) = log Σ_p e^{lse_p(n)}.
 
+Packed documents (``starts``): the diagonal blocks get -inf at pairs across a start (``decayed_scores``). In a
+level, a pair crosses a start exactly when its row has one in mid..τ or its column one in σ+1..mid-1
+(``scores.level_masks``): the factors of such rows and columns are 0 (the C loops get a = 0 at starts), the
+columns are cut from the softmax by one more operand column (1 for every query, -``_FAR`` for a cut key: e^{-1e30}
+is 0; every row keeps the key σ = mid-1), and a cut row's part enters the merge and the backward with weight 0
+(lse_p = -inf there; the kernel's backward gets its own lse and a zero dy_p).
+
 Backward (``_SoftmaxParts``): part p's scores get dS = P_p ⊙ (dy_p v_pᵀ - rowsum(dy_p ⊙ y)) with dy_p = w_p dy and
 the merged y (the gradient through lse_p folds into the row sum), which is the fused kernel's own backward called
 with the merged output in place of the part's. Reference: the materialised scores (``attention.relative_scores``)
@@ -29,8 +36,8 @@ from torch.autograd.function import once_differentiable
 
 from ...errors import InputError
 from . import levels_native
-from .common import rotating_frame
-from .scores import _dlam_from, _levels, decayed_scores
+from .common import document_cumsum, rotating_frame
+from .scores import _dlam_from, _levels, decayed_scores, level_masks
 
 # the diagonal blocks materialised below the flash levels; levels of half-blocks >= BASE go through the fused kernel
 BASE = 32
@@ -52,6 +59,17 @@ def _halves(x: torch.Tensor, h: int, which: int) -> torch.Tensor:
     return x.view(B, H, P // (2 * h), 2, h, *x.shape[3:]).select(3, which)
 
 
+# the score given to a key cut off by a document start: e^{-1e30 - lse} is 0 in float32 and float64
+_FAR = 1e30
+
+
+def _cut_columns(q_j: torch.Tensor, k_j: torch.Tensor, cols: torch.Tensor, RK: int) -> None:
+    """In place: column RK of the level operands ``q_j, k_j (N, n, h, W)`` (zero padding so far) becomes 1 for every
+    query and -_FAR for every key that ``cols (N, n, h)`` cuts, so those keys leave the softmax."""
+    q_j[..., RK] = 1.0
+    k_j[..., RK] = (~cols).to(k_j.dtype) * -_FAR
+
+
 def _heads(x: torch.Tensor) -> torch.Tensor:
     """``(B, H, n, h, W)`` -> ``(B·H, n, h, W)``, the fused kernel's (batch, heads, tokens, width); a view where
     the strides allow."""
@@ -65,11 +83,13 @@ class _SoftmaxParts(torch.autograd.Function):
     in ``scores._DecayedScores``); autograd adds the diagonal blocks' through ``A0``."""
 
     @staticmethod
-    def forward(ctx, v, A0, qh, kh, lam):
+    def forward(ctx, v, A0, qh, kh, lam, starts):
         B, H, P, V = v.shape
         R, K = qh.shape[-2:]
         nb, b = A0.shape[2], A0.shape[-1]
-        W = max(R * K, V)  # the fused kernel wants one head size for q, k and v: the narrower side is zero-padded
+        # the fused kernel wants one head size for q, k and v: the narrower side is zero-padded (with starts, one
+        # more column cuts the keys of other documents: _cut_columns)
+        W = max(R * K + (starts is not None), V)
         vW = _pad_last(v, W).contiguous()
         # softmax, then lse = max - log(max probability) (>= 1/b: no cancellation): exp and logsumexp of the -inf
         # above the diagonal take CPU's slow path for underflowing results, softmax's own exp does not (4x)
@@ -80,28 +100,38 @@ class _SoftmaxParts(torch.autograd.Function):
         lse = lse0.reshape(B, H, P).clone()
         native = _NATIVE_LEVELS and levels_native.fits(qh, kh, lam, v)
         a = levels_native.factors(lam) if native else None  # e^λ, float64, for the C loops
+        if native and starts is not None:  # a = 0 into a start: every running product across it is 0
+            a = a.masked_fill(starts[..., None], 0.0)
         N = B * H
         saved = []
-        if native:  # one C pass for the operands and one for the merge per level (levels_native.py)
-            for h in (b << i for i in range((P // b).bit_length() - 1)):  # the half-blocks h = b, 2b, ..., P/2
+        for h in (b << i for i in range((P // b).bit_length() - 1)):  # the half-blocks h = b, 2b, ..., P/2
+            masks = (
+                None if starts is None else [m.expand(B, H, -1, -1).reshape(N, -1, h) for m in level_masks(starts, h)]
+            )
+            if native:  # one C pass for the operands and one for the merge per level (levels_native.py)
                 q_j, k_j = levels_native.operands(qh.view(N, P, R, K), kh.view(N, P, R, K), a.view(N, P, K), h, W)
-                o_j, lse_j = _flash(q_j, k_j, _heads(_halves(vW, h, 0)), scale=1.0)
-                levels_native.merge_(y.view(N, P, W), lse.view(N, P), o_j, lse_j, h, V)
-                saved += [q_j, k_j, lse_j]
-        else:
-            for h, q2, k1, row, col in _levels(qh, kh, lam, start=b):
+            else:
+                q2, k1, row, col = next(_levels(qh, kh, lam, start=h, starts=starts))[1:]
                 q_j = _heads(_pad_last((q2 * row).flatten(-2), W))  # (B·H, n, h, W)
                 k_j = _heads(_pad_last((k1 * col).flatten(-2), W))
-                o_j, lse_j = _flash(q_j, k_j, _heads(_halves(vW, h, 0)), scale=1.0)
-                n = q_j.shape[1]
-                lse_j = lse_j.view(B, H, n, h)
-                ys, ls = _halves(y, h, 1), _halves(lse, h, 1)  # views: merged in place
-                new = torch.logaddexp(ls, lse_j)
-                ys.mul_(torch.exp(ls - new)[..., None]).addcmul_(
-                    o_j.view(B, H, n, h, W), torch.exp(lse_j - new)[..., None]
-                )
-                ls.copy_(new)
-                saved += [q_j, k_j, lse_j.view(N, n, h), row, col]
+            if masks is not None:
+                _cut_columns(q_j, k_j, masks[1], R * K)
+            o_j, lse_j = _flash(q_j, k_j, _heads(_halves(vW, h, 0)), scale=1.0)
+            rows = None if masks is None else masks[0]
+            merge_lse = lse_j if rows is None else lse_j.masked_fill(~rows, float("-inf"))  # a cut row: weight 0
+            if native:
+                levels_native.merge_(y.view(N, P, W), lse.view(N, P), o_j, merge_lse, h, V)
+                saved += [q_j, k_j, lse_j, rows]
+                continue
+            n = q_j.shape[1]
+            merge_lse = merge_lse.view(B, H, n, h)
+            ys, ls = _halves(y, h, 1), _halves(lse, h, 1)  # views: merged in place
+            new = torch.logaddexp(ls, merge_lse)
+            ys.mul_(torch.exp(ls - new)[..., None]).addcmul_(
+                o_j.view(B, H, n, h, W), torch.exp(merge_lse - new)[..., None]
+            )
+            ls.copy_(new)
+            saved += [q_j, k_j, lse_j, rows, row, col]
         ctx.save_for_backward(vW, P0, lse0, y, lse, qh, kh, a if native else lam, *saved)
         ctx.V, ctx.native = V, native
         return y[..., :V]
@@ -122,14 +152,18 @@ class _SoftmaxParts(torch.autograd.Function):
         dv = (P0.transpose(-1, -2) @ dy0).view(B, H, P, V)  # the levels add theirs in place
         dyW = None if ctx.native else _pad_last(dy, W)
         dqh, dkh = torch.zeros_like(qh), torch.zeros_like(kh)
-        step = 3 if ctx.native else 5
+        step = 4 if ctx.native else 6
         for j in range(0, len(saved), step):
-            q_j, k_j, lse_j = saved[j : j + 3]
+            q_j, k_j, lse_j, rows = saved[j : j + 4]
             n, h = q_j.shape[1:3]
+            # the part's weight e^{lse_j - LSE}: 0 on rows a document start cuts (the kernel keeps its own lse_j)
+            merge_lse = lse_j if rows is None else lse_j.masked_fill(~rows, float("-inf"))
             if ctx.native:
-                dy_j = levels_native.scaled_dy(dy.view(N, P, V), lse.view(N, P), lse_j, h, W, V)
+                dy_j = levels_native.scaled_dy(dy.view(N, P, V), lse.view(N, P), merge_lse, h, W, V)
             else:
-                dy_j = _heads(_halves(dyW, h, 1) * torch.exp(lse_j.view(B, H, n, h) - _halves(lse, h, 1))[..., None])
+                dy_j = _heads(
+                    _halves(dyW, h, 1) * torch.exp(merge_lse.view(B, H, n, h) - _halves(lse, h, 1))[..., None]
+                )
             dq, dk, dv_j = _flash_backward(
                 dy_j, q_j, k_j, _heads(_halves(vW, h, 0)), _heads(_halves(y, h, 1)), lse_j, 0.0, False, scale=1.0,
             )  # fmt: skip
@@ -137,7 +171,7 @@ class _SoftmaxParts(torch.autograd.Function):
                 levels_native.grads_(dqh.view(N, P, R, K), dkh.view(N, P, R, K), dv.view(N, P, V), dq, dk, dv_j,
                                      a.view(N, P, K), h, V)  # fmt: skip
                 continue
-            row, col = saved[j + 3 : j + 5]
+            row, col = saved[j + 4 : j + 6]
             _halves(dqh, h, 1).addcmul_(dq[..., : R * K].reshape(B, H, n, h, R, K), row)
             _halves(dkh, h, 0).addcmul_(dk[..., : R * K].reshape(B, H, n, h, R, K), col)
             _halves(dv, h, 0).add_(dv_j.view(B, H, n, h, W)[..., :V])
@@ -145,21 +179,23 @@ class _SoftmaxParts(torch.autograd.Function):
             dlam = levels_native.dlam(*(t.view(N, P, R, K) for t in (qh, kh, dqh, dkh))).view(B, H, P, K)
         else:
             dlam = _dlam_from(qh, kh, dqh, dkh)
-        return dv, dA0, dqh, dkh, dlam
+        return dv, dA0, dqh, dkh, dlam, None
 
 
-def softmax_relative_attention(q, k, v, log_mag, phase, base: int = BASE):
+def softmax_relative_attention(q, k, v, log_mag, phase, base: int = BASE, starts=None):
     """``q, k, log_mag, phase (B, T, H, K)`` (q already scaled), ``v (B, T, H, V)``, compute dtype -> ``y (B, T,
     H, V)`` and the float64 cumulative sums ``L, Φ (B, T, H, K)`` (the mixer's cache). ``base``: the diagonal
-    blocks' length (a power of two)."""
+    blocks' length (a power of two). ``starts (B, T)`` bool: document starts (log|a|, θ already 0 there); no
+    score crosses one, and L, Φ restart at each."""
     if not isinstance(base, int) or base < 2 or base & (base - 1):
         raise InputError(f"softmax_relative_attention: base must be a power of two >= 2, got {base!r}")
     B, T, H, K = q.shape
-    L = log_mag.double().cumsum(1)
-    Phi = phase.double().cumsum(1)
+    L, Phi = document_cumsum(log_mag, starts), document_cumsum(phase, starts)
     q, k, v, log_mag, phase = (t.transpose(1, 2) for t in (q, k, v, log_mag, phase))  # heads first
     qh, kh, _ = rotating_frame(q, k, phase)  # (B, H, T, R, K)
     P = 1 << max(T - 1, 0).bit_length()
+    if starts is not None:
+        starts = F.pad(starts, (0, P - T))[:, None]  # (B, 1, P): the same for every head; padding starts nothing
     if P != T:  # padded tokens come after every real one: no real query sees them
         qh, kh = (F.pad(t, (0, 0, 0, 0, 0, P - T)) for t in (qh, kh))
         v, log_mag = (F.pad(t, (0, 0, 0, P - T)) for t in (v, log_mag))
@@ -168,7 +204,11 @@ def softmax_relative_attention(q, k, v, log_mag, phase, base: int = BASE):
     R = qh.shape[-2]
     blocks = (B, H, P // b, b)
     A0 = decayed_scores(
-        qh.view(*blocks, R, K), kh.view(*blocks, R, K), log_mag.view(*blocks, K), upper=float("-inf")
+        qh.view(*blocks, R, K),
+        kh.view(*blocks, R, K),
+        log_mag.view(*blocks, K),
+        upper=float("-inf"),
+        starts=None if starts is None else starts.view(B, 1, P // b, b),
     )  # (B, H, P/b, b, b)
-    y = _SoftmaxParts.apply(v.contiguous(), A0, qh, kh, log_mag)
+    y = _SoftmaxParts.apply(v.contiguous(), A0, qh, kh, log_mag, starts)
     return y[:, :, :T].transpose(1, 2), L, Phi

@@ -15,6 +15,12 @@ decay: the intra-chunk scores are a (L, L, BKI) broadcast-and-reduce on CUDA cor
 and the state update are ``tl.dot`` with fp32 accumulation. Missing tokens of the last chunk are masked
 (q = k = v = 0, log_a = 0), so any T works.
 
+Packed documents (``starts``, True where a document starts; log_a is set to 0 there): with document ids
+doc = cumsum(starts) inside each tile, the intra-chunk scores keep the pairs of one document, the incoming state
+reaches the tokens before the tile's first start (doc = 0), the state update takes the keys after its last start
+(doc = the tile's count) and the decay e^{g} is 0 for a tile that holds a start; the backward kernels use the same
+masks, and dlog_a's identity below holds unchanged (the masks are constants, every term still a function of b).
+
 Complex GateLoop transitions run the same kernel on phase-rotated q, k of width 2K (``gateloop_triton``).
 Backward (``backward="triton"``, the default; ``_backward``): the chunk states are recomputed, a reverse sweep gives
 the state gradients, then every chunk computes dq, dk, dv in parallel; ``backward="torch"`` recomputes with
@@ -66,7 +72,19 @@ def _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, causal, K, L: tl.constexpr, BK: 
     return A
 
 
-@autotune(configs=_CONFIGS, key=["K", "V", "L", "HAS_STATE", "STATES_ONLY"])
+@triton.jit
+def _document_masks(st_ptr, bi, T, tok, mt, causal):
+    """Packed documents in one tile: ``keep`` [τ, σ] (causal, one document), ``rd`` (the token reads the incoming
+    state: no start up to it), ``wr`` (the key reaches the outgoing state: no start after it), ``carry`` (no start
+    in the tile: the incoming state decays into the outgoing one)."""
+    s = tl.load(st_ptr + bi * T + tok, mask=mt, other=0)  # (L,) int32, 1 at a start
+    doc = tl.cumsum(s, 0)
+    last = tl.sum(s, 0)
+    keep = causal & (doc[:, None] == doc[None, :])
+    return keep, doc == 0, doc == last, last == 0
+
+
+@autotune(configs=_CONFIGS, key=["K", "V", "L", "HAS_STATE", "STATES_ONLY", "HAS_STARTS"])
 @triton.jit
 def _gla_fwd_kernel(
     q_ptr,
@@ -77,6 +95,7 @@ def _gla_fwd_kernel(
     y_ptr,
     S_ptr,
     Sc_ptr,
+    st_ptr,
     T,
     H,
     K,
@@ -87,6 +106,7 @@ def _gla_fwd_kernel(
     BV: tl.constexpr,
     HAS_STATE: tl.constexpr,
     STATES_ONLY: tl.constexpr,
+    HAS_STARTS: tl.constexpr,
     DOT: tl.constexpr,
     IEEE: tl.constexpr,
 ):
@@ -128,8 +148,15 @@ def _gla_fwd_kernel(
         v = tl.load(v_ptr + v_off, mask=mt[:, None] & mv[None, :], other=0.0)
         qd = q * tl.exp(b)  # (L, BK)
         kd = k * tl.exp(gl[None, :] - b)  # (L, BK)
+        decay = tl.exp(gl)  # (BK,)
+        keep = causal
+        if HAS_STARTS:  # packed documents: the masks of the module docstring
+            keep, rd, wr, carry = _document_masks(st_ptr, bi, T, tok, mt, causal)
+            qd = tl.where(rd[:, None], qd, 0.0)
+            kd = tl.where(wr[:, None], kd, 0.0)
+            decay = tl.where(carry, decay, 0.0)
         if not STATES_ONLY:
-            A = _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, causal, K, L, BK, BKI)
+            A = _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, keep, K, L, BK, BKI)
             if IEEE:
                 y = tl.dot(A.to(DOT), v.to(DOT), input_precision="ieee")
                 y += tl.dot(qd.to(DOT), S.to(DOT), input_precision="ieee")
@@ -138,9 +165,9 @@ def _gla_fwd_kernel(
                 y += tl.dot(qd.to(DOT), S.to(DOT))
             tl.store(y_ptr + v_off, y.to(y_ptr.dtype.element_ty), mask=mt[:, None] & mv[None, :])
         if IEEE:
-            S = tl.exp(gl)[:, None] * S + tl.dot(tl.trans(kd.to(DOT)), v.to(DOT), input_precision="ieee")
+            S = decay[:, None] * S + tl.dot(tl.trans(kd.to(DOT)), v.to(DOT), input_precision="ieee")
         else:
-            S = tl.exp(gl)[:, None] * S + tl.dot(tl.trans(kd.to(DOT)), v.to(DOT))
+            S = decay[:, None] * S + tl.dot(tl.trans(kd.to(DOT)), v.to(DOT))
 
     tl.store(S_ptr + st_off, S, mask=mk[:, None] & mv[None, :])
 
@@ -152,7 +179,7 @@ _DS_CONFIGS = configs(
 )
 
 
-@autotune(configs=_DS_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_DS_CONFIGS, key=["K", "V", "L", "HAS_STARTS"])
 @triton.jit
 def _gla_bwd_dstate_kernel(
     q_ptr,
@@ -161,6 +188,7 @@ def _gla_bwd_dstate_kernel(
     dST_ptr,
     dSc_ptr,
     dS0_ptr,
+    st_ptr,
     T,
     H,
     K,
@@ -170,6 +198,7 @@ def _gla_bwd_dstate_kernel(
     BV: tl.constexpr,
     DOT: tl.constexpr,
     IEEE: tl.constexpr,
+    HAS_STARTS: tl.constexpr,
 ):
     """Reverse sweep: dSc[c] = ∂loss/∂(state after chunk c); dS_{c-1} = e^{g} ⊙ dS_c + (q ⊙ e^{b})ᵀ dy_c."""
     pid_bh = tl.program_id(0).to(tl.int64)
@@ -200,14 +229,19 @@ def _gla_bwd_dstate_kernel(
             dy_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :], mask=mt[:, None] & mv[None, :], other=0.0
         ).to(tl.float32)
         qd = q * tl.exp(b)
+        decay = tl.exp(gl)
+        if HAS_STARTS:
+            _, rd, _, carry = _document_masks(st_ptr, bi, T, tok, mt, rl[:, None] >= rl[None, :])
+            qd = tl.where(rd[:, None], qd, 0.0)
+            decay = tl.where(carry, decay, 0.0)
         if IEEE:
-            dS = tl.exp(gl)[:, None] * dS + tl.dot(tl.trans(qd.to(DOT)), dy.to(DOT), input_precision="ieee")
+            dS = decay[:, None] * dS + tl.dot(tl.trans(qd.to(DOT)), dy.to(DOT), input_precision="ieee")
         else:
-            dS = tl.exp(gl)[:, None] * dS + tl.dot(tl.trans(qd.to(DOT)), dy.to(DOT))
+            dS = decay[:, None] * dS + tl.dot(tl.trans(qd.to(DOT)), dy.to(DOT))
     tl.store(dS0_ptr + pid_bh * K * V + st, dS, mask=sm)
 
 
-@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L", "HAS_STARTS"])
 @triton.jit
 def _gla_bwd_kernel(
     q_ptr,
@@ -220,6 +254,7 @@ def _gla_bwd_kernel(
     dq_ptr,
     dk_ptr,
     dv_ptr,
+    st_ptr,
     T,
     H,
     K,
@@ -230,6 +265,7 @@ def _gla_bwd_kernel(
     BV: tl.constexpr,
     DOT: tl.constexpr,
     IEEE: tl.constexpr,
+    HAS_STARTS: tl.constexpr,
 ):
     """One program per (chunk, batch·head): dq, dk (fp32) and dv of the chunk from the stored chunk states."""
     c = tl.program_id(0)
@@ -248,6 +284,11 @@ def _gla_bwd_kernel(
     row = (bi * T + tok[:, None]) * (H * K) + hi * K  # (L, 1)
     vrow = (bi * T + tok[:, None]) * (H * V) + hi * V  # (L, 1)
     st_base = (pid_bh * NC + c) * K * V
+    keep = causal
+    rd = mt
+    wr = mt
+    if HAS_STARTS:  # packed documents: the forward's masks
+        keep, rd, wr, _ = _document_masks(st_ptr, bi, T, tok, mt, causal)
 
     # dA[τ, σ] = dy_τ · v_σ over all of V, causal
     dA = tl.zeros([L, L], dtype=tl.float32)
@@ -259,7 +300,7 @@ def _gla_bwd_kernel(
             dA += tl.dot(dy.to(DOT), tl.trans(vv.to(DOT)), input_precision="ieee")
         else:
             dA += tl.dot(dy.to(DOT), tl.trans(vv.to(DOT)))
-    dA = tl.where(causal, dA, 0.0)
+    dA = tl.where(keep, dA, 0.0)
 
     # dq, dk in K sub-blocks: intra (L, L, BKI) broadcast + inter matmuls with the stored states
     for d0 in range(0, BK, BKI):
@@ -270,9 +311,11 @@ def _gla_bwd_kernel(
         la = tl.load(g_ptr + row + d0 + rki[None, :], mask=dm, other=0.0).to(tl.float32)
         bs = tl.cumsum(la, 0)
         gs = tl.sum(la, 0)
-        E = tl.exp(tl.where(causal[:, :, None], bs[:, None, :] - bs[None, :, :], float("-inf")))  # (L, L, BKI)
+        E = tl.exp(tl.where(keep[:, :, None], bs[:, None, :] - bs[None, :, :], float("-inf")))  # (L, L, BKI)
         dqs = tl.sum(dA[:, :, None] * ks[None, :, :] * E, 1)
         dks = tl.sum(dA[:, :, None] * qs[:, None, :] * E, 0)
+        rdec = tl.where(rd[:, None], tl.exp(bs), 0.0)  # the incoming state's factor (0 from the first start on)
+        wdec = tl.where(wr[:, None], tl.exp(gs[None, :] - bs), 0.0)  # the outgoing state's (0 before the last)
         for v0 in range(0, V, BV):
             rv = v0 + rvb
             vm = mt[:, None] & (rv[None, :] < V)
@@ -283,20 +326,20 @@ def _gla_bwd_kernel(
             Sp = tl.load(Sc_ptr + soff, mask=sm, other=0.0)  # state entering the chunk
             dSn = tl.load(dSc_ptr + soff, mask=sm, other=0.0)  # gradient of the state leaving it
             if IEEE:
-                dqs += tl.dot(dy.to(DOT), tl.trans(Sp.to(DOT)), input_precision="ieee") * tl.exp(bs)
-                dks += tl.dot(vv.to(DOT), tl.trans(dSn.to(DOT)), input_precision="ieee") * tl.exp(gs[None, :] - bs)
+                dqs += tl.dot(dy.to(DOT), tl.trans(Sp.to(DOT)), input_precision="ieee") * rdec
+                dks += tl.dot(vv.to(DOT), tl.trans(dSn.to(DOT)), input_precision="ieee") * wdec
             else:
-                dqs += tl.dot(dy.to(DOT), tl.trans(Sp.to(DOT))) * tl.exp(bs)
-                dks += tl.dot(vv.to(DOT), tl.trans(dSn.to(DOT))) * tl.exp(gs[None, :] - bs)
+                dqs += tl.dot(dy.to(DOT), tl.trans(Sp.to(DOT))) * rdec
+                dks += tl.dot(vv.to(DOT), tl.trans(dSn.to(DOT))) * wdec
         tl.store(dq_ptr + row + d0 + rki[None, :], dqs, mask=dm)
         tl.store(dk_ptr + row + d0 + rki[None, :], dks, mask=dm)
 
     # dv_σ = Σ_τ A_τσ dy_τ + (k_σ ⊙ e^{g − b_σ}) dS_next
-    A = _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, causal, K, L, BK, BKI)
+    A = _intra_scores(q_ptr, k_ptr, g_ptr, row, mt, keep, K, L, BK, BKI)
     km = mt[:, None] & mk[None, :]
     k = tl.load(k_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)
     la = tl.load(g_ptr + row + rk[None, :], mask=km, other=0.0).to(tl.float32)
-    kd = k * tl.exp(tl.sum(la, 0)[None, :] - tl.cumsum(la, 0))  # (L, BK)
+    kd = tl.where(wr[:, None], k * tl.exp(tl.sum(la, 0)[None, :] - tl.cumsum(la, 0)), 0.0)  # (L, BK)
     for v0 in range(0, V, BV):
         rv = v0 + rvb
         vm = mt[:, None] & (rv[None, :] < V)
@@ -313,7 +356,7 @@ def _gla_bwd_kernel(
         tl.store(dv_ptr + vrow + rv[None, :], dv.to(dv_ptr.dtype.element_ty), mask=vm)
 
 
-def _backward(q, k, v, log_a, S0, dy, dST, chunk):
+def _backward(q, k, v, log_a, S0, dy, dST, chunk, starts=None):
     """Triton backward: recompute the chunk states (forward sweep), reverse sweep for the state gradients, then
     every chunk in parallel for dq, dk, dv; dlog_a from the identity below (torch, O(B·T·H·K))."""
     B, T, H, K = q.shape
@@ -337,6 +380,7 @@ def _backward(q, k, v, log_a, S0, dy, dST, chunk):
         ST,
         ST,
         Sc,
+        starts if starts is not None else ST,
         T,
         H,
         K,
@@ -347,12 +391,15 @@ def _backward(q, k, v, log_a, S0, dy, dST, chunk):
         STATES_ONLY=True,
         DOT=dt,
         IEEE=ieee,
+        HAS_STARTS=starts is not None,
     )
     dy = dy.contiguous()
     dST = dST.float().contiguous()
     dSc = torch.empty_like(Sc)
     dS0 = torch.empty(B, H, K, V, device=dev, dtype=torch.float32)
-    launch(_gla_bwd_dstate_kernel, grid, q, log_a, dy, dST, dSc, dS0, T, H, K, V, L=chunk, BK=BK, DOT=dt, IEEE=ieee)
+    st = starts if starts is not None else dS0  # a pointer the kernels never read without HAS_STARTS
+    launch(_gla_bwd_dstate_kernel, grid, q, log_a, dy, dST, dSc, dS0, st, T, H, K, V, L=chunk, BK=BK, DOT=dt,
+           IEEE=ieee, HAS_STARTS=starts is not None)  # fmt: skip
     dq = torch.empty(B, T, H, K, device=dev, dtype=torch.float32)
     dk = torch.empty_like(dq)
     dv = torch.empty_like(v)
@@ -369,6 +416,7 @@ def _backward(q, k, v, log_a, S0, dy, dST, chunk):
         dq,
         dk,
         dv,
+        st,
         T,
         H,
         K,
@@ -377,6 +425,7 @@ def _backward(q, k, v, log_a, S0, dy, dST, chunk):
         BK=BK,
         DOT=dt,
         IEEE=ieee,
+        HAS_STARTS=starts is not None,
     )
     # ∂loss/∂b_t = q_t·dq_t − k_t·dk_t (+ Σ_v S_T dS_T at t = T), b = cumsum(log_a): dlog_a = reverse cumsum
     db = q.float() * dq - k.float() * dk  # (B, T, H, K)
@@ -384,7 +433,7 @@ def _backward(q, k, v, log_a, S0, dy, dST, chunk):
     return dq, dk, dv, dlog_a, dS0
 
 
-def _forward(q, k, v, log_a, S0, chunk, out_dtype):
+def _forward(q, k, v, log_a, S0, chunk, out_dtype, starts=None):
     B, T, H, K = q.shape
     V = v.shape[-1]
     y = torch.empty(B, T, H, V, device=q.device, dtype=out_dtype)
@@ -402,6 +451,7 @@ def _forward(q, k, v, log_a, S0, chunk, out_dtype):
         y,
         S,
         S,
+        starts if starts is not None else S,
         T,
         H,
         K,
@@ -412,30 +462,32 @@ def _forward(q, k, v, log_a, S0, chunk, out_dtype):
         STATES_ONLY=False,
         DOT=dt,
         IEEE=dt == tl.float32,
+        HAS_STARTS=starts is not None,
     )
     return y, S
 
 
 class GLATriton(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, log_a, S0, chunk, out_dtype, backward_impl):
-        y, S = _forward(q, k, v, log_a, S0, chunk, out_dtype)
-        ctx.save_for_backward(q, k, v, log_a, S0)
+    def forward(ctx, q, k, v, log_a, S0, chunk, out_dtype, backward_impl, starts):
+        y, S = _forward(q, k, v, log_a, S0, chunk, out_dtype, starts)
+        ctx.save_for_backward(q, k, v, log_a, S0, starts)
         ctx.chunk = chunk
         ctx.backward_impl = backward_impl
         return y, S
 
     @staticmethod
     def backward(ctx, dy, dS):
-        q, k, v, log_a, S0 = ctx.saved_tensors
+        q, k, v, log_a, S0, starts = ctx.saved_tensors
         if ctx.backward_impl == "triton":
-            dq, dk, dv, dlog_a, dS0 = _backward(q, k, v, log_a, S0, dy, dS, ctx.chunk)
+            dq, dk, dv, dlog_a, dS0 = _backward(q, k, v, log_a, S0, dy, dS, ctx.chunk, starts)
             return (
                 dq.to(q.dtype),
                 dk.to(k.dtype),
                 dv,
                 dlog_a.to(log_a.dtype),
                 dS0 if S0 is not None else None,
+                None,
                 None,
                 None,
                 None,
@@ -449,12 +501,13 @@ class GLATriton(torch.autograd.Function):
             ]
             qq, kk, vv, la, s0 = ins
             st = None if s0 is None else torch.complex(s0, torch.zeros_like(s0))
-            y, S = gateloop_chunkwise(qq, kk, vv, la, None, st, chunk_size=max(ctx.chunk, 16))
+            seg = None if starts is None else (starts == 0).long()  # segment_pos: 0 where a document starts
+            y, S = gateloop_chunkwise(qq, kk, vv, la, None, st, chunk_size=max(ctx.chunk, 16), segment_pos=seg)
             wrt = [t for t in ins if t is not None and t.requires_grad]
             grads = torch.autograd.grad((y, S.real), wrt, (dy, dS), allow_unused=True)
         it = iter(grads)
         out = [next(it) if (t is not None and t.requires_grad) else None for t in ins]
-        return (*out, None, None, None)
+        return (*out, None, None, None, None)
 
 
 def gla_triton(
@@ -466,9 +519,11 @@ def gla_triton(
     chunk_size: int | None = None,
     out_dtype: torch.dtype | None = None,
     backward: str = "triton",
+    starts: torch.Tensor | None = None,
 ):
     """``q, k, log_a (B, T, H, K)``, ``v (B, T, H, V)``, real ``state (B, H, K, V)`` or None ->
     ``y (B, T, H, V)`` (``out_dtype``, default v's dtype) and the final state ``(B, H, K, V)`` fp32.
+    ``starts (B, T)`` bool or None: document starts (packed documents, module docstring; log_a is taken as 0 there).
 
     ``log_a <= 0`` (checked). ``chunk_size``: power of two >= 16; the kernels run tiles of min(chunk_size, 16)
     tokens (``TILE``: the intra-chunk (L, L, BKI) broadcast grows as L² and spills registers beyond it; a larger
@@ -502,9 +557,16 @@ def gla_triton(
     unfit = chunk_unfit(chunk_size or TILE)
     require(unfit is None, f"gla_triton: {unfit}")
     chunk = min(chunk_size or TILE, TILE)  # the kernels' tile (TILE above): larger chunks only group state updates
+    if starts is not None:
+        require(
+            isinstance(starts, torch.Tensor) and starts.dtype == torch.bool and tuple(starts.shape) == (B, T),
+            f"gla_triton: starts must be a bool tensor of shape {(B, T)}, got {getattr(starts, 'shape', starts)}",
+        )
+        log_a = log_a.masked_fill(starts[:, :, None, None].to(log_a.device), 0.0)  # its gradient there: 0
+        starts = starts.to(device=q.device, dtype=torch.int32).contiguous()
     q, k, v, log_a = (t.contiguous() for t in (q, k, v, log_a))
     S0 = None if state is None else state.float().contiguous()
-    return apply(GLATriton, q, k, v, log_a, S0, chunk, out_dtype or v.dtype, backward)
+    return apply(GLATriton, q, k, v, log_a, S0, chunk, out_dtype or v.dtype, backward, starts)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -512,8 +574,9 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return torch.cat([x * cos, x * sin], dim=-1)
 
 
-def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | None = None):
-    """``ops.gateloop.gateloop`` contract: y fp32 ``(B, T, H, V)``, final state complex64 ``(B, H, K, V)``.
+def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | None = None, segment_pos=None):
+    """``ops.gateloop.gateloop`` contract: y fp32 ``(B, T, H, V)``, final state complex64 ``(B, H, K, V)``;
+    ``segment_pos (B, T)`` or None: packed documents (θ is taken as 0 at starts, the kernels mask the rest).
 
     Real transitions (``phase`` None) run ``gla_triton`` directly. Complex transitions a = e^{log|a| + iθ} run it
     on rotated keys and queries of width 2K (cumulative phase Θ_t = Σ_{j<=t} θ_j, accumulated in fp64 and
@@ -527,13 +590,16 @@ def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | 
     """
     if state is not None and not state.is_complex():
         raise InputError("gateloop_triton: state must be complex (B, H, K, V) as returned by gateloop")
+    starts = None if segment_pos is None else (segment_pos == 0).to(q.device)
     if phase is None:
         S0 = None if state is None else state.real
         if state is not None and bool((state.imag != 0).any()):
             phase = torch.zeros_like(log_mag)  # a complex incoming state needs the rotated form
         else:
-            y, S = gla_triton(q, k, v, log_mag, S0, chunk_size, out_dtype=torch.float32)
+            y, S = gla_triton(q, k, v, log_mag, S0, chunk_size, out_dtype=torch.float32, starts=starts)
             return y, torch.complex(S, torch.zeros_like(S))
+    if starts is not None:  # θ at a start enters no kept term: 0 there (an exact zero gradient)
+        phase = phase.masked_fill(starts[:, :, None, None], 0.0)
     if phase.shape != q.shape:
         raise InputError(f"gateloop_triton: phase must have shape {tuple(q.shape)}, got {tuple(phase.shape)}")
     theta = torch.remainder(phase.double().cumsum(1) + torch.pi, 2 * torch.pi) - torch.pi  # (B, T, H, K) Θ_t
@@ -544,7 +610,7 @@ def gateloop_triton(q, k, v, log_mag, phase=None, state=None, chunk_size: int | 
     kr = _rotate(k.float(), cos, sin).to(k.dtype)
     lr = torch.cat([log_mag, log_mag], dim=-1)  # (B, T, H, 2K)
     S0 = None if state is None else torch.cat([state.real, -state.imag], dim=-2).float()  # (B, H, 2K, V)
-    y, S = gla_triton(qr, kr, v, lr, S0, chunk_size, out_dtype=torch.float32)
+    y, S = gla_triton(qr, kr, v, lr, S0, chunk_size, out_dtype=torch.float32, starts=starts)
     rot = torch.exp(torch.complex(torch.zeros_like(theta[:, -1]), theta[:, -1]))  # (B, H, K) e^{iΘ_T}
     S = rot[..., None] * torch.complex(S[..., :K, :], -S[..., K:, :])  # (B, H, K, V)
     return y, S
