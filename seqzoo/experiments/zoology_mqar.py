@@ -187,10 +187,11 @@ def zoology_mqar(
         for s in seed_list
     ]
     records = run_specs(out, specs, int(procs))
+    task_at = {T: tasks[(T, P)] for T, P in reversed(settings)}  # the state does not depend on the pairs
     sizes = {
-        (m, T, d): state_size(model_spec(m, int(vocab_size), d, int(n_layers), T), tasks[(T, P)])
+        (m, T, d): state_size(model_spec(m, int(vocab_size), d, int(n_layers), T), task)
         for m in kinds
-        for (T, P) in settings
+        for T, task in task_at.items()
         for d in widths
     }
     flat = [
