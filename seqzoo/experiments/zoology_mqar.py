@@ -101,7 +101,7 @@ def _plots(out: Path, rows: list[dict[str, Any]], settings: list[tuple[int, int]
         here = [r for r in rows if r["seq_len"] == T and r["num_pairs"] == P]
         for x, xlabel, stem, logx in (
             ("d_model", "model dimension d_model", "acc_vs_d_model", False),
-            ("state_size", "recurrent state size (elements, batch 1)", "acc_vs_state", True),
+            ("state_size", "state size (real numbers, batch 1, all layers)", "acc_vs_state", True),
         ):
             series = {}
             for m in dict.fromkeys(r["model"] for r in here):
