@@ -109,3 +109,28 @@ def test_bad_settings_refused_before_anything_is_written(tmp_path, bad, named):
     with pytest.raises(InputError, match=named):
         get_experiment("zoology-mqar").run(out, **{**TINY, **bad})
     assert not out.exists()
+
+
+def test_a_diverged_run_scores_zero_and_is_not_retrained(tmp_path, monkeypatch):
+    from seqzoo.errors import TrainingDivergedError
+    from seqzoo.experiments import zoology_mqar_run
+
+    real, calls = zoology_mqar_run.train_run, []
+
+    def diverging_at_high_rate(config, run_dir):
+        calls.append(config["train"]["lr"])
+        if config["train"]["lr"] > 2e-3:
+            raise TrainingDivergedError("training loss became nan at step 2 (planted)")
+        return real(config, run_dir)
+
+    monkeypatch.setattr(zoology_mqar_run, "train_run", diverging_at_high_rate)
+    tiny = {**TINY, "models": "attention", "d_models": "16", "num_pairs": "2"}
+    result = get_experiment("zoology-mqar").run(tmp_path, **tiny)
+    (row,) = result["rows"]
+    assert row["lr"] == 1e-3 and row["diverged"] == 0
+    by_lr = {r["lr"]: r for r in json.loads((tmp_path / "by_lr.json").read_text())}
+    assert by_lr[3e-3]["diverged"] == 2 and by_lr[3e-3]["valid_accuracy_values"] == [0.0, 0.0]
+    assert sum(r["diverged"] for r in json.loads((tmp_path / "all_runs.json").read_text())) == 2
+    calls.clear()
+    get_experiment("zoology-mqar").run(tmp_path, **tiny)
+    assert calls == []  # diverged runs are results: nothing is trained again

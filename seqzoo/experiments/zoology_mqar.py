@@ -7,6 +7,9 @@ zoo's models (``zoo_models.py``: attention and the seed families mLSTM, xLSTM, G
 (model, T, pairs, d_model) reports the learning rate whose mean accuracy over the seeds is best, and at that rate
 the mean, min and max over the seeds, as Zoology reports the best rate of its sweep.
 
+A run whose loss diverges (possible at the highest rate) scores accuracy 0 and is counted in the ``diverged``
+column (``zoology_mqar_run.py``) instead of stopping the sweep.
+
 The LM head runs at the query positions only (``TrainConfig.scored_logits``): a 64-token sample has 4 to 16 scored
 positions, so the 8,192-way head costs that many rows instead of 64.
 
@@ -30,7 +33,8 @@ from ..errors import InputError
 from ..sweep import RunSpec, aggregate, choose
 from ..sweep.merge import markdown_table, spread
 from . import register_experiment
-from ._runs import FN, as_ints, as_list, run_specs, write_rows
+from ._runs import as_ints, as_list, run_specs, write_rows
+from .zoology_mqar_run import FN
 
 FAMILIES = ("attention", "mlstm", "xlstm", "gateloop", "hawk", "griffin")
 ZOOLOGY_LRS = "1e-4,4.6416e-4,2.1544e-3,1e-2"  # numpy.logspace(-4, -2, 4), Zoology's Fig. 2 sweep
@@ -75,6 +79,11 @@ def best_rows(by_lr: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if key not in best or acc > best[key]["valid_accuracy_mean"]:
             best[key] = {**r, "valid_accuracy_mean": acc}
     return list(best.values())
+
+
+def _same_cell(labels: dict[str, Any], row: dict[str, Any], with_lr: bool = False) -> bool:
+    keys = ("model", "seq_len", "num_pairs", "d_model") + (("lr",) if with_lr else ())
+    return all(labels[k] == row[k] for k in keys)
 
 
 def report_table(rows: list[dict[str, Any]], settings: list[tuple[int, int]]) -> str:
@@ -195,10 +204,15 @@ def zoology_mqar(
         for d in widths
     }
     flat = [
-        {**r["labels"], **{k: r["metrics"][k] for k in ("valid_accuracy", "valid_loss", "params", "train_s")}}
+        {**r["labels"], **{k: r["metrics"].get(k) for k in ("valid_accuracy", "valid_loss", "params", "train_s")},
+         "diverged": bool(r["metrics"].get("diverged"))}
         for r in records
-    ]
+    ]  # fmt: skip
     by_lr = aggregate(records, ["valid_accuracy", "valid_loss", "train_s"])
+    for row in by_lr:  # runs whose loss diverged (scored 0, zoology_mqar_run.py)
+        row["diverged"] = sum(
+            1 for r in records if r["metrics"].get("diverged") and _same_cell(r["labels"], row, with_lr=True)
+        )
     rows = best_rows(by_lr)
     for r in rows:
         r["state_size"] = sizes[(r["model"], r["seq_len"], r["d_model"])]
