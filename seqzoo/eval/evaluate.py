@@ -1,7 +1,8 @@
 """Loss / accuracy of a model on ``(inputs, targets)``; ``-100`` targets are not scored.
 
 Accuracy counts argmax predictions equal to the target over scored positions (for MQAR: query accuracy);
-for classification tasks (targets ``(N,)``) it is the usual sequence accuracy.
+for classification tasks (targets ``(N,)``) it is the usual sequence accuracy. ``scored_logits`` runs a language
+model's head at the scored positions only (``scored_forward``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,32 @@ def forward_logits(model, inputs: torch.Tensor, kind: str = "lm") -> torch.Tenso
     if kind == "cls":
         return model(inputs, head="cls").logits
     return model(inputs).logits
+
+
+def scored_forward(
+    model, inputs: torch.Tensor, targets: torch.Tensor, kind: str = "lm", scored_logits: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(logits, targets)`` for the loss and the accuracy: the full logits with ``targets`` or, with
+    ``scored_logits`` (language models, ``LanguageModel(logits_mask=)``), the head run at the scored positions only:
+    ``(N, V)`` logits and their ``(N,)`` targets, the same numbers at a head cost of N rows instead of B·T."""
+    if scored_logits and kind == "lm":
+        mask = targets != IGNORE_INDEX
+        return model(inputs, logits_mask=mask).logits, targets[mask]
+    return forward_logits(model, inputs, kind), targets
+
+
+def check_scored_logits(model, kind: str) -> None:
+    """``scored_logits`` needs a language-model task and a model whose forward takes ``logits_mask``."""
+    import inspect
+
+    if kind != "lm":
+        raise InputError(f"scored_logits applies to language-model tasks (per-position targets), not kind {kind!r}")
+    inner = getattr(model, "module", model)  # DDP / FSDP wrappers
+    if "logits_mask" not in inspect.signature(inner.forward).parameters:
+        raise InputError(
+            f"scored_logits needs a model whose forward takes logits_mask (LanguageModel); {type(inner).__name__} "
+            "does not"
+        )
 
 
 def scored_loss_sum(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -37,6 +64,7 @@ def evaluate(
     kind: str = "lm",
     device: torch.device | str | None = None,
     autocast_dtype: torch.dtype | None = None,
+    scored_logits: bool = False,
 ) -> dict[str, float]:
     if inputs.shape[0] != targets.shape[0]:
         raise InputError(
@@ -49,7 +77,7 @@ def evaluate(
     for i in range(0, inputs.shape[0], batch_size):
         x, y = inputs[i : i + batch_size].to(device), targets[i : i + batch_size].to(device)
         with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-            logits = forward_logits(model, x, kind)
+            logits, y = scored_forward(model, x, y, kind, scored_logits)
         s, n = scored_loss_sum(logits, y)
         loss_sum += float(s)
         count += n

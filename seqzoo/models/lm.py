@@ -2,6 +2,11 @@
 
 ``labels`` are aligned with positions: ``labels[:, t]`` is the token the model should predict at
 position t (the tasks build them that way); ``-100`` marks positions that are not scored.
+
+``logits_mask`` (B, T) bool runs the LM head only at the positions it marks and returns their logits flat,
+``(N, vocab)`` in row-major order of the mask: the head's cost (and the logits' memory) scales with the N scored
+positions instead of B·T, which is most of a step when few positions are scored and the vocabulary is large
+(Zoology's MQAR: a few queries per 64 tokens, 8,192 classes). Every row is the one the full head computes there.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from .sampling import append_token, sample_next
 
 @dataclass
 class LMOutput:
-    logits: torch.Tensor  # (B, T, vocab)
+    logits: torch.Tensor  # (B, T, vocab); (N, vocab) at the N positions of a logits_mask
     loss: torch.Tensor | None = None
     states: list[Any] | None = None  # one mixer state per layer, to continue the stream
     hidden: torch.Tensor | None = None  # (B, T, d_model) final-normed hidden states
@@ -33,7 +38,7 @@ def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         raise InputError(
             f"labels must have shape {tuple(logits.shape[:-1])} (aligned with input_ids), got {tuple(labels.shape)}"
         )
-    return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten().long(), ignore_index=-100)
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.flatten().long(), ignore_index=-100)
 
 
 class LanguageModel(SeqzooModel):
@@ -59,9 +64,20 @@ class LanguageModel(SeqzooModel):
         mode=None,
         output_hidden: bool = False,
         segment_pos=None,
+        logits_mask=None,
     ) -> LMOutput:
         hidden, new_states = self.trunk(input_ids, inputs_embeds, states, mode, segment_pos)
-        logits = self.lm_head(hidden)
+        if logits_mask is not None:
+            if logits_mask.shape != hidden.shape[:-1] or logits_mask.dtype != torch.bool:
+                raise InputError(
+                    f"logits_mask must be a bool tensor of shape {tuple(hidden.shape[:-1])}, got "
+                    f"{logits_mask.dtype} {tuple(logits_mask.shape)}"
+                )
+            logits = self.lm_head(hidden[logits_mask])  # (N, vocab)
+            if labels is not None and labels.shape == logits_mask.shape:  # other shapes: lm_loss names the error
+                labels = labels[logits_mask]
+        else:
+            logits = self.lm_head(hidden)
         cap = self.config.logit_softcap
         if cap is not None:
             logits = cap * torch.tanh(logits / cap)

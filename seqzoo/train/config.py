@@ -42,6 +42,9 @@ class TrainConfig:
     progress: bool = True
     stop_after: int | None = None  # end this process after that step (as if killed), keeping the schedule of `steps`
     compile: bool = False  # the training forward through torch.compile (optional; measured in docs/benchmarks.md)
+    # the LM head only at scored positions (LanguageModel logits_mask): same loss, a head cost of the scored rows
+    # instead of every position (large vocabularies with few scored positions, e.g. Zoology's MQAR at V = 8,192)
+    scored_logits: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
@@ -71,8 +74,9 @@ class TrainConfig:
             raise InputError(
                 f"TrainConfig.distributed must be 'auto', 'none', 'ddp' or 'fsdp', got {self.distributed!r}"
             )
-        if not isinstance(self.compile, bool):
-            raise InputError(f"TrainConfig.compile must be true or false, got {self.compile!r}")
+        for name in ("compile", "scored_logits"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.batch_size % self.grad_accum:
             raise InputError(f"batch_size={self.batch_size} must be divisible by grad_accum={self.grad_accum}")
 

@@ -19,7 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import InputError, TrainingDivergedError
-from ..eval.evaluate import evaluate, forward_logits, scored_loss_sum
+from ..eval.evaluate import check_scored_logits, evaluate, scored_forward, scored_loss_sum
 from ..tasks.base import IGNORE_INDEX, Task
 from .checkpoint import (
     CHECKPOINT_NAME,
@@ -201,6 +201,8 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     ckpt_path = out / CHECKPOINT_NAME if out is not None else None
     resuming = cfg.resume and ckpt_path is not None and ckpt_path.exists()
     run_files = _run_files(cfg, task, model)
+    if cfg.scored_logits:  # before anything is written
+        check_scored_logits(model, getattr(task, "kind", "lm"))
     if resuming:  # before anything in the folder is written
         check_resume(out, cfg, task, model)
 
@@ -240,6 +242,7 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
             kind=task_kind,
             device=device,
             autocast_dtype=amp,
+            scored_logits=cfg.scored_logits,
         )
         rec = {"step": step, "split": "valid", "loss": m["loss"], "accuracy": m["accuracy"]}
         log.write(rec)
@@ -268,7 +271,7 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
             lo = a * per_rank + rank * micro
             x, y = xs[lo : lo + micro].to(device), ys[lo : lo + micro].to(device)
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                logits = forward_logits(forward_model, x, task_kind)
+                logits, y = scored_forward(forward_model, x, y, task_kind, cfg.scored_logits)
             loss_sum, _ = scored_loss_sum(logits, y)
             # gradient of the global mean: DDP averages over ranks, hence the world_size factor
             (loss_sum * world_size / max(1, n_scored)).backward()
