@@ -1,7 +1,9 @@
 """Imports run only down the layers (ARCHITECTURE.md): every ``seqzoo`` import in every module, the lazy ones inside
-functions included, goes to a layer below the importing module's (or stays inside its own package)."""
+functions included, goes to a layer below the importing module's (or stays inside its own package), and no two
+modules import each other, directly or around a cycle."""
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
 import seqzoo
@@ -86,6 +88,28 @@ def test_imports_run_only_down_the_layers():
             if a != b and LAYERS[b] >= LAYERS[a]:
                 upward.append(f"{name} imports {target} ({a} is layer {LAYERS[a]}, {b} layer {LAYERS[b]})")
     assert not upward, "\n".join(sorted(upward))
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    # a package's __init__ re-exporting its own submodules is not a cycle with them
+    edges = {m: {t for t in ts if not (m == t.rsplit(".", 1)[0] and t.startswith(m + "."))} for m, ts in graph.items()}
+    colour: dict[str, int] = defaultdict(int)  # 0 new, 1 on the path, 2 done
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        colour[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if colour[nxt] == 1:
+                cycles.append(" -> ".join(path[path.index(nxt) :] + [node, nxt]) if nxt in path else f"{node} -> {nxt}")
+            elif colour[nxt] == 0:
+                visit(nxt, [*path, node])
+        colour[node] = 2
+
+    for m in sorted(edges):
+        if colour[m] == 0:
+            visit(m, [])
+    assert not cycles, "\n".join(cycles)
 
 
 def test_the_walk_sees_lazy_and_relative_imports():

@@ -12,7 +12,7 @@ gated linear attention with per-dimension real decay λ_j = log|a_j| <= 0. Insid
 The intra-chunk scores are ``scores.decayed_scores`` (hierarchical matmuls, every factor <= 1); each chunk is
 padded to the next power of two P >= C with tokens that neither write nor decay. Every exponent is a sum of
 λ <= 0 inside one chunk (no overflow for any decay strength), summed directly rather than as a difference of
-cumulative sums (``scores.prefix_sums`` / ``suffix_sums``: same-sign terms, so no cancellation at any T, also after
+cumulative sums (``sums.prefix_sums`` / ``suffix_sums``: same-sign terms, so no cancellation at any T, also after
 resets with log|a| ≈ -1e4, and no float64 pass). Work per head: O(T·C·K) matmul flops + O(T·K·V) for the states,
 O(T·K·log C) exponentials; the states entering the chunks come from one sequential loop over the T/C chunks.
 
@@ -30,7 +30,8 @@ import torch
 from ...errors import InputError
 from ..chunk_states import chunk_states
 from .common import document_starts, frame_state, prepare, rotating_frame, unframe_state, zero_at_starts
-from .scores import decayed_scores, prefix_sums, suffix_sums
+from .scores import decayed_scores
+from .sums import prefix_sums, suffix_sums
 
 
 def _next_pow2(n: int) -> int:

@@ -25,8 +25,8 @@ import torch
 
 from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, run_rows
 from ..native_build import pointer_at as _at  # short: the C calls below pass many addresses
-from .scores import flushed_exp
 from .scores_native import _LOG_FLUSH
+from .sums import flushed_exp
 
 _i64, _ptr, _f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
 _LIB = NativeLibrary(
@@ -147,7 +147,7 @@ def grads_(dqh, dkh, dv, dq, dk, dv_j, a: torch.Tensor, h: int, V: int) -> None:
 
 
 def dlam(qh: torch.Tensor, kh: torch.Tensor, dqh: torch.Tensor, dkh: torch.Tensor) -> torch.Tensor:
-    """``qh, kh, dqh, dkh (N, P, R, K)`` contiguous -> dλ ``(N, P, K)``: ``scores._dlam_from`` in one pass, the
+    """``qh, kh, dqh, dkh (N, P, R, K)`` contiguous -> dλ ``(N, P, K)``: ``sums._dlam_from`` in one pass, the
     reverse sum over the tokens in float64."""
     N, P, R, K = qh.shape
     out = qh.new_empty(N, P, K)

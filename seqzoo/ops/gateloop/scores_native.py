@@ -7,7 +7,7 @@ small matmuls, decay factors and one scatter are many passes over small tensors 
 of a ``gateloop_softmax`` training step at T = 1,024 with 32-token blocks). The C loop makes one pass per block:
 O(P²·R·K) multiply-adds, as many as the matmuls, without their bookkeeping. Factors and products below e^-30
 (float32; e^-340 in float64) are set to 0 (``_LOG_FLUSH``). The backward writes dq, dk in C and takes dλ from them
-(``scores._dlam_from``). For contiguous-able float32 / float64 CPU tensors where the library builds (not under
+(``sums._dlam_from``). For contiguous-able float32 / float64 CPU tensors where the library builds (not under
 autocast or ``torch.compile``); ``scores.decayed_scores`` picks it.
 """
 
@@ -22,7 +22,7 @@ from torch.autograd.function import once_differentiable
 
 from ...errors import InputError
 from ..native_build import SUFFIX, NativeLibrary, cpu_floats_for, pointer, run_rows
-from .scores import _FLUSH_BELOW, _dlam_from, flushed_exp  # scores.py imports this module only inside a call
+from .sums import _FLUSH_BELOW, _dlam_from, flushed_exp
 
 _i64, _ptr, _f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
 _LIB = NativeLibrary(

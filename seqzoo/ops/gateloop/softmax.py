@@ -37,7 +37,8 @@ from torch.autograd.function import once_differentiable
 from ...errors import InputError
 from . import levels_native
 from .common import document_cumsum, rotating_frame
-from .scores import _dlam_from, _levels, decayed_scores, level_masks
+from .scores import _levels, decayed_scores, level_masks
+from .sums import _dlam_from
 
 # the diagonal blocks materialised below the flash levels; levels of half-blocks >= BASE go through the fused kernel
 BASE = 32
