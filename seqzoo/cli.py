@@ -157,9 +157,9 @@ def cmd_eval(args) -> int:
     name = task_spec.pop("name")
     task_spec.pop("train_size", None) if name != "mqar" else None
     task = build_task(name, **task_spec)
-    inputs, targets = task.build(args.samples, args.seed, args.split)
+    inputs, targets, segment_pos = task.build_batch(args.samples, args.seed, args.split)  # packed documents
     kind = getattr(task, "kind", "lm")
-    m = evaluate(model, inputs, targets, batch_size=args.batch_size, kind=kind)
+    m = evaluate(model, inputs, targets, batch_size=args.batch_size, kind=kind, segment_pos=segment_pos)
     out = {"task": task.describe(), "split": args.split, "samples": args.samples, **m}
     print(json.dumps(out, indent=2))
     if args.out:

@@ -1,7 +1,8 @@
 """Loss / accuracy of a model on ``(inputs, targets)``; ``-100`` targets are not scored.
 
 Accuracy counts argmax predictions equal to the target over scored positions (for MQAR: query accuracy);
-for classification tasks (targets ``(N,)``) it is the usual sequence accuracy.
+for classification tasks (targets ``(N,)``) it is the usual sequence accuracy. Rows that pack documents come with
+their ``segment_pos (N, T)`` (``tasks/base.py: Batch``), which reaches the model so no document sees another.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from ..errors import InputError
 from ..tasks.base import IGNORE_INDEX
 
 
-def forward_logits(model, inputs: torch.Tensor, kind: str = "lm") -> torch.Tensor:
-    """Logits of a LanguageModel / Encoder: ``(B, T, V)`` for "lm", ``(B, C)`` for "cls"."""
+def forward_logits(model, inputs: torch.Tensor, kind: str = "lm", segment_pos: torch.Tensor | None = None):
+    """Logits of a LanguageModel / Encoder: ``(B, T, V)`` for "lm", ``(B, C)`` for "cls". ``segment_pos`` (packed
+    documents) is passed only when given, so models without the argument (RMT) keep working on other tasks."""
+    extra = {} if segment_pos is None else {"segment_pos": segment_pos}
     if kind == "cls":
-        return model(inputs, head="cls").logits
-    return model(inputs).logits
+        return model(inputs, head="cls", **extra).logits
+    return model(inputs, **extra).logits
 
 
 def scored_loss_sum(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -37,10 +40,15 @@ def evaluate(
     kind: str = "lm",
     device: torch.device | str | None = None,
     autocast_dtype: torch.dtype | None = None,
+    segment_pos: torch.Tensor | None = None,
 ) -> dict[str, float]:
     if inputs.shape[0] != targets.shape[0]:
         raise InputError(
             f"inputs and targets must have the same number of rows, got {inputs.shape[0]} and {targets.shape[0]}"
+        )
+    if segment_pos is not None and segment_pos.shape != inputs.shape:
+        raise InputError(
+            f"segment_pos must have the shape of inputs {tuple(inputs.shape)}, got {tuple(segment_pos.shape)}"
         )
     device = torch.device(device) if device is not None else next(model.parameters()).device
     was_training = model.training
@@ -48,8 +56,9 @@ def evaluate(
     loss_sum, count, correct = 0.0, 0, 0
     for i in range(0, inputs.shape[0], batch_size):
         x, y = inputs[i : i + batch_size].to(device), targets[i : i + batch_size].to(device)
+        sp = None if segment_pos is None else segment_pos[i : i + batch_size].to(device)
         with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-            logits = forward_logits(model, x, kind)
+            logits = forward_logits(model, x, kind, sp)
         s, n = scored_loss_sum(logits, y)
         loss_sum += float(s)
         count += n

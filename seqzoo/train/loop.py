@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from ..errors import InputError, TrainingDivergedError
 from ..eval.evaluate import evaluate, forward_logits, scored_loss_sum
-from ..tasks.base import IGNORE_INDEX, Task
+from ..tasks.base import IGNORE_INDEX, Batch, Task
 from .checkpoint import (
     CHECKPOINT_NAME,
     export_model,
@@ -63,18 +63,19 @@ class BatchSource:
         self.task, self.cfg = task, cfg
         self.fixed = None
         if task.train_size:
-            self.fixed = task.build(task.train_size, cfg.seed, "train")
+            self.fixed = task.build_batch(task.train_size, cfg.seed, "train")
 
-    def global_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def global_batch(self, step: int) -> Batch:
+        """Inputs, targets and (packed documents) segment_pos of step ``step``."""
         B = self.cfg.batch_size
         if self.fixed is None:
-            return self.task.build(B, self.cfg.seed * 1_000_003 + step, "train")
-        n = self.fixed[0].shape[0]
+            return self.task.build_batch(B, self.cfg.seed * 1_000_003 + step, "train")
+        n = self.fixed.inputs.shape[0]
         per_epoch = max(1, n // B)
         epoch, k = divmod(step, per_epoch)
         g = torch.Generator().manual_seed(self.cfg.seed * 7919 + epoch)
         idx = torch.randperm(n, generator=g)[k * B : (k + 1) * B]
-        return self.fixed[0][idx], self.fixed[1][idx]
+        return self.fixed.rows(idx)
 
 
 class MetricsLog:
@@ -229,13 +230,15 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     )
 
     source = BatchSource(task, cfg)
-    valid = task.build(cfg.eval_samples, cfg.seed, "valid")
+    valid = task.build_batch(cfg.eval_samples, cfg.seed, "valid")
     task_kind = getattr(task, "kind", "lm")
 
     def run_eval(step: int) -> dict[str, float]:
         m = evaluate(
             unwrap(train_model) if kind == "ddp" else train_model,
-            *valid,
+            valid.inputs,
+            valid.targets,
+            segment_pos=valid.segment_pos,
             batch_size=cfg.eval_batch_size,
             kind=task_kind,
             device=device,
@@ -260,15 +263,16 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     train_model.train()
     for step in range(start_step, stop_at):
         lr = set_lr(optimizer, step, cfg)
-        xs, ys = source.global_batch(step)
+        xs, ys, sps = source.global_batch(step)
         n_scored = int((ys != IGNORE_INDEX).sum()) if task_kind == "lm" else ys.shape[0]
         optimizer.zero_grad(set_to_none=True)
         step_loss = 0.0
         for a in range(cfg.grad_accum):
             lo = a * per_rank + rank * micro
             x, y = xs[lo : lo + micro].to(device), ys[lo : lo + micro].to(device)
+            sp = None if sps is None else sps[lo : lo + micro].to(device)  # packed documents
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                logits = forward_logits(forward_model, x, task_kind)
+                logits = forward_logits(forward_model, x, task_kind, sp)
             loss_sum, _ = scored_loss_sum(logits, y)
             # gradient of the global mean: DDP averages over ranks, hence the world_size factor
             (loss_sum * world_size / max(1, n_scored)).backward()
