@@ -283,6 +283,7 @@ def cmd_bench(args) -> int:
         mixer_kwargs=json.loads(args.mixer_kwargs) if args.mixer_kwargs else None,
         out_dir=out,
         progress=not args.no_progress,
+        doc_length=args.doc_length,
     )
     print(format_table(rows))
     print(f"\nresults: {out}/bench.csv, bench.json, bench.png")
@@ -489,6 +490,12 @@ def make_parser() -> argparse.ArgumentParser:
     g.add_argument("--baseline", default="attention", help="mixer the ratios refer to ('' for none)")
     g.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
     g.add_argument("--no-backward", action="store_true", help="forward only")
+    g.add_argument(
+        "--doc-length",
+        type=int,
+        help="also time every point on packed rows, documents of this many tokens (segment_pos), with the ratio to "
+        "the same point unpacked",
+    )
     from .bench.models import add_arguments
 
     add_arguments(s.add_argument_group("models and decode suites"))
