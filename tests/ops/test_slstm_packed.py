@@ -4,8 +4,8 @@ Packed = separate: a row packing several documents gives each document the outpu
 that each document run alone as a fresh stream gives (the part before the first start continues the carried
 state), and every gradient (wx, R, the initial state) of a loss on both equals the gradient of the same loss
 summed over the separate runs. Cases: starts at t = 0 and inside, one-token documents, batch 2 with different
-starts per row, a split call and a prefill continued step by step across a start. The reference for the separate
-runs is the naive loop without ``segment_pos`` (tests/ops/test_slstm.py holds every mode equal to it).
+starts per row, a split call, a prefill continued step by step across a start, and a property test (drawn document
+lengths, continued or fresh first pieces, split points). The reference for the separate runs is the naive loop without ``segment_pos`` (tests/ops/test_slstm.py holds every mode equal to it).
 """
 
 import itertools
@@ -15,6 +15,8 @@ import shutil
 import pytest
 import torch
 from helpers import assert_close
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seqzoo.errors import InputError
 from seqzoo.ops.slstm import slstm, slstm_naive
@@ -198,3 +200,39 @@ def test_bad_segment_pos_is_refused(bad, match):
     R = torch.zeros(1, 2, 4, 2)
     with pytest.raises(InputError, match=match):
         slstm(wx, R, segment_pos=bad)
+
+
+@st.composite
+def packed_rows(draw):
+    """Two rows of drawn document lengths (1..5 tokens, same total T), whether each row's first piece continues a
+    carried document, and a split point."""
+    T = draw(st.integers(1, 12))
+
+    def row():
+        lengths, left = [], T
+        while left:
+            n = draw(st.integers(1, min(5, left)))
+            lengths.append(n)
+            left -= n
+        return lengths
+
+    rows = [row(), row()]
+    return (rows, [draw(st.booleans()), draw(st.booleans())]), draw(st.integers(0, T))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(case=packed_rows(), mode=st.sampled_from(["fused", "native"] if HAS_CC else ["fused"]))
+def test_property_packed_equals_separate_and_split_anywhere_equals_whole(case, mode):
+    rows, cut = case
+    args = make(rows, seed=len(rows[0][0]) + 10 * cut)
+    h0, s0, g0 = separate(*args)
+    h1, s1, g1 = packed(mode, *args)
+    for a, b in zip([h1, *s1, *g1], [h0, *s0, *g0]):
+        assert_close(a, b, dtype=torch.float64, scale=3.0)
+    if 0 < cut < h1.shape[1]:
+        wx, R, state, pos, _, _ = args
+        ha, sa = slstm(wx[:, :cut], R, tuple(state), mode=mode, segment_pos=pos[:, :cut])
+        hb, sb = slstm(wx[:, cut:], R, sa, mode=mode, segment_pos=pos[:, cut:])
+        assert_close(torch.cat([ha, hb], 1), h1, dtype=torch.float64)
+        for a, b in zip(sb, s1):
+            assert_close(a, b, dtype=torch.float64)
