@@ -490,12 +490,9 @@ def make_parser() -> argparse.ArgumentParser:
     g.add_argument("--baseline", default="attention", help="mixer the ratios refer to ('' for none)")
     g.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
     g.add_argument("--no-backward", action="store_true", help="forward only")
-    g.add_argument(
-        "--doc-length",
-        type=int,
-        help="also time every point on packed rows, documents of this many tokens (segment_pos), with the ratio to "
-        "the same point unpacked",
-    )
+    from .bench.models import DOC_LENGTH_HELP
+
+    s.add_argument("--doc-length", type=int, help=f"mixers and models suites: {DOC_LENGTH_HELP}")
     from .bench.models import add_arguments
 
     add_arguments(s.add_argument_group("models and decode suites"))

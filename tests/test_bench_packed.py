@@ -73,3 +73,49 @@ def test_the_packed_point_hands_segment_pos_to_the_mixer(monkeypatch):
     monkeypatch.setattr(measure, "build_mixer", spy)
     measure.measure_point("slstm", None, T=7, d_model=8, batch=2, doc_length=3, min_run_time=0.001)
     assert seen and all(s is not None and s.tolist() == [[0, 1, 2, 0, 1, 2, 0]] * 2 for s in seen)
+
+
+TINY = {"d_model": 16, "n_layers": 1, "vocab_size": 32, "window": 8}
+
+
+def test_model_suite_times_packed_training_beside_unpacked(tmp_path):
+    from seqzoo.bench import format_model_table, run_model_bench
+
+    rows = run_model_bench(
+        families="hawk", lengths=[16], tokens=32, steps=1, warmup=0, decode=False, isolate=False, shape=TINY,
+        doc_length=5, out_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert sorted((r["family"], r["packed"]) for r in rows) == [
+        ("hawk", 0),
+        ("hawk", 5),
+        ("transformer", 0),
+        ("transformer", 5),
+    ]
+    for r in rows:
+        assert "error" not in r, r
+        assert (r["tokens_per_s_vs_unpacked"] > 0) if r["packed"] else ("tokens_per_s_vs_unpacked" not in r)
+    assert "tokens/s ÷ unpacked" in format_model_table(rows)
+    with open(tmp_path / "models.csv") as f:
+        assert sorted(row["packed"] for row in csv.DictReader(f)) == ["0", "0", "5", "5"]
+    with pytest.raises(InputError, match=r"'gateloop': \['gateloop'\]"):
+        run_model_bench(families="gateloop", lengths=[16], decode=False, isolate=False, shape=TINY, doc_length=4)
+
+
+def test_the_packed_training_point_hands_segment_pos_to_the_model(monkeypatch):
+    import importlib
+
+    from seqzoo.bench import models
+
+    evaluate_mod = importlib.import_module("seqzoo.eval.evaluate")  # the module (the package exports the function)
+
+    seen = []
+    real = evaluate_mod.forward_logits
+
+    def spy(model, inputs, kind="lm", segment_pos=None):
+        seen.append(segment_pos)
+        return real(model, inputs, kind, segment_pos)
+
+    monkeypatch.setattr(evaluate_mod, "forward_logits", spy)
+    config = models.family_config("hawk", "small", **TINY).to_dict()
+    models.train_point(config, T=6, batch=2, steps=1, warmup=0, doc_length=4, measure_memory=False)
+    assert seen and all(s.tolist() == [[0, 1, 2, 3, 0, 1]] * 2 for s in seen)

@@ -152,12 +152,13 @@ def add_ratios(rows: list[dict[str, Any]], baseline: str | None) -> None:
                 r[f"{f}_ratio"] = r[f] / b[f]
 
 
-def add_packed_ratios(rows: list[dict[str, Any]]) -> None:
-    """Each packed row's figures over those of the same mixer, mode and length unpacked (same run)."""
-    unpacked = {(r["mixer"], r["mode"], r["T"]): r for r in rows if r.get("packed") == 0}
+def add_packed_ratios(rows: list[dict[str, Any]], point=("mixer", "mode", "T"), fields=FIELDS) -> None:
+    """``<field>_vs_unpacked``: each packed row's figures over those of the same point (the ``point`` keys: mixer,
+    mode and length here; bench, family and length in the model suite) on unpacked rows, measured in the same run."""
+    unpacked = {tuple(r[k] for k in point): r for r in rows if r.get("packed") == 0 and "error" not in r}
     for r in rows:
-        u = unpacked.get((r["mixer"], r["mode"], r["T"])) if r.get("packed") else None
-        for f in FIELDS:
+        u = unpacked.get(tuple(r[k] for k in point)) if r.get("packed") else None
+        for f in fields:
             if u and f in r and u.get(f):
                 r[f"{f}_vs_unpacked"] = r[f] / u[f]
 
