@@ -7,6 +7,8 @@ their ``segment_pos (N, T)`` (``tasks/base.py: Batch``), which reaches the model
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 
@@ -21,6 +23,18 @@ def forward_logits(model, inputs: torch.Tensor, kind: str = "lm", segment_pos: t
     if kind == "cls":
         return model(inputs, head="cls", **extra).logits
     return model(inputs, **extra).logits
+
+
+def segment_pos_refusal(model) -> str | None:
+    """Why ``model`` cannot take packed rows (``segment_pos``), or None: its forward has no such argument (RMT, the
+    encoder), or one of its mixers does not declare ``supports_segment_pos``. Checked before training starts."""
+    from ..mixers.base import Mixer
+
+    params = inspect.signature(model.forward).parameters
+    if "segment_pos" not in params and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return f"{type(model).__name__}.forward takes no segment_pos"
+    unsupported = sorted({m.name for m in model.modules() if isinstance(m, Mixer) and not m.supports_segment_pos})
+    return f"mixer(s) {unsupported} do not take segment_pos" if unsupported else None
 
 
 def scored_loss_sum(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, int]:

@@ -19,7 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import InputError, TrainingDivergedError
-from ..eval.evaluate import evaluate, forward_logits, scored_loss_sum
+from ..eval.evaluate import evaluate, forward_logits, scored_loss_sum, segment_pos_refusal
 from ..tasks.base import IGNORE_INDEX, Batch, Task
 from .checkpoint import (
     CHECKPOINT_NAME,
@@ -204,6 +204,9 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     run_files = _run_files(cfg, task, model)
     if resuming:  # before anything in the folder is written
         check_resume(out, cfg, task, model)
+    why = segment_pos_refusal(model) if getattr(task, "packed", False) else None
+    if why:  # packed documents need every layer to restart at their starts
+        raise InputError(f"task {task.name!r} packs documents (segment_pos), but {why}; pass packed=false to the task")
 
     torch.manual_seed(cfg.seed)
     model.to(device)
