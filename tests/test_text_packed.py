@@ -184,3 +184,18 @@ def test_a_model_that_cannot_take_segment_pos_is_refused_before_anything_is_writ
         train(model, task, TrainConfig(steps=1, batch_size=2, progress=False, out_dir=str(tmp_path / "run")))
     assert not (tmp_path / "run").exists()
     assert segment_pos_refusal(seqzoo.build_model("hawk-tiny", vocab_size=32)) is None
+
+
+def test_exact_windows_and_the_sweeps_length_evaluation_are_packed_too(folder, tmp_path):
+    from seqzoo.sweep.train_run import length_eval
+
+    task = build_task("text", path=str(folder), seq_len=8, valid_fraction=0.4, cache_dir=str(tmp_path / "c"))
+    tokens, pos = stream_positions(DOCS)
+    windows = task.windows_batch("valid", seq_len=6)
+    check_rows(windows, tokens, pos, split_offset=int(len(tokens) * 0.6))
+    assert torch.equal(windows.targets, task.windows("valid", seq_len=6)[1])
+    torch.manual_seed(0)
+    model = seqzoo.build_model("hawk-tiny", vocab_size=task.vocab_size, d_model=32)
+    res = length_eval(model, task, [6], tokens=12, bins=2)
+    total, count = doc_alone_loss(model, task.windows_batch("valid", seq_len=6, max_windows=2))
+    assert res["by_length"][0][1] == pytest.approx(float(total) / count, rel=1e-5)

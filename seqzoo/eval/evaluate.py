@@ -85,15 +85,19 @@ def evaluate(
 
 
 @torch.no_grad()
-def per_position_loss(model, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int = 8) -> torch.Tensor:
-    """Mean loss at each position ``(T,)`` over the rows: how loss changes with context length."""
+def per_position_loss(
+    model, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int = 8, segment_pos: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Mean loss at each position ``(T,)`` over the rows: how loss changes with context length (``segment_pos``:
+    packed documents, passed to the model; unscored targets count 0)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     total = torch.zeros(inputs.shape[1], dtype=torch.float64)
     for i in range(0, inputs.shape[0], batch_size):
         x, y = inputs[i : i + batch_size].to(device), targets[i : i + batch_size].to(device)
-        logits = model(x).logits.float()
+        sp = None if segment_pos is None else segment_pos[i : i + batch_size].to(device)
+        logits = forward_logits(model, x, "lm", sp).float()
         ce = F.cross_entropy(logits.transpose(1, 2), y, reduction="none", ignore_index=IGNORE_INDEX)  # (B, T)
         total += ce.sum(0).double().cpu()
     model.train(was_training)

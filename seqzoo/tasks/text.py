@@ -239,8 +239,7 @@ class TextLM(Task):
             return Batch(*self.build(n, seed, split, seq_len))
         return self._sample(n, seed, split, seq_len)
 
-    def windows(self, split: str = "valid", seq_len: int | None = None, max_windows: int | None = None):
-        """Consecutive non-overlapping windows covering the split (for exact held-out loss)."""
+    def _windows(self, split: str, seq_len: int | None, max_windows: int | None) -> Batch:
         T = seq_len or self.seq_len
         toks = self.tokens(split)
         n = (len(toks) - 1) // T
@@ -248,5 +247,15 @@ class TextLM(Task):
             n = min(n, max_windows)
         if n == 0:
             raise InputError(f"the {split} split ({len(toks)} tokens) is shorter than one window of {T + 1}")
-        inputs, targets, _ = self._windows_at(split, np.arange(n) * T, T)
+        return self._windows_at(split, np.arange(n) * T, T)
+
+    def windows(self, split: str = "valid", seq_len: int | None = None, max_windows: int | None = None):
+        """Consecutive non-overlapping windows covering the split (for exact held-out loss)."""
+        inputs, targets, _ = self._windows(split, seq_len, max_windows)
         return inputs, targets
+
+    def windows_batch(self, split: str = "valid", seq_len: int | None = None, max_windows: int | None = None) -> Batch:
+        """``windows``' rows with ``segment_pos`` when documents are packed."""
+        if not self.packed:  # as in build_batch: a subclass that re-maps windows (MaskedLM) stays in charge
+            return Batch(*self.windows(split, seq_len, max_windows))
+        return self._windows(split, seq_len, max_windows)
