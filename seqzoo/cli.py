@@ -157,9 +157,9 @@ def cmd_eval(args) -> int:
     name = task_spec.pop("name")
     task_spec.pop("train_size", None) if name != "mqar" else None
     task = build_task(name, **task_spec)
-    inputs, targets = task.build(args.samples, args.seed, args.split)
+    inputs, targets, segment_pos = task.build_batch(args.samples, args.seed, args.split)  # packed documents
     kind = getattr(task, "kind", "lm")
-    m = evaluate(model, inputs, targets, batch_size=args.batch_size, kind=kind)
+    m = evaluate(model, inputs, targets, batch_size=args.batch_size, kind=kind, segment_pos=segment_pos)
     out = {"task": task.describe(), "split": args.split, "samples": args.samples, **m}
     print(json.dumps(out, indent=2))
     if args.out:
@@ -283,6 +283,7 @@ def cmd_bench(args) -> int:
         mixer_kwargs=json.loads(args.mixer_kwargs) if args.mixer_kwargs else None,
         out_dir=out,
         progress=not args.no_progress,
+        doc_length=args.doc_length,
     )
     print(format_table(rows))
     print(f"\nresults: {out}/bench.csv, bench.json, bench.png")
@@ -489,6 +490,9 @@ def make_parser() -> argparse.ArgumentParser:
     g.add_argument("--baseline", default="attention", help="mixer the ratios refer to ('' for none)")
     g.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
     g.add_argument("--no-backward", action="store_true", help="forward only")
+    from .bench.models import DOC_LENGTH_HELP
+
+    s.add_argument("--doc-length", type=int, help=f"mixers and models suites: {DOC_LENGTH_HELP}")
     from .bench.models import add_arguments
 
     add_arguments(s.add_argument_group("models and decode suites"))

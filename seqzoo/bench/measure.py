@@ -34,7 +34,10 @@ def measure_point(
     backward: bool = True,
     min_run_time: float = 0.3,
     threads: int | None = None,
+    doc_length: int | None = None,
 ) -> dict[str, Any]:
+    """``doc_length``: the rows pack documents of that many tokens (``segment_pos`` restarting every
+    ``doc_length`` positions, passed to the mixer), the packed path's cost at the same length."""
     if threads:
         torch.set_num_threads(threads)
     dev = torch.device(device)
@@ -42,14 +45,17 @@ def measure_point(
     m = build_mixer(mixer, d_model=d_model, **(mixer_kwargs or {})).to(dev, getattr(torch, dtype))
     x = torch.randn(batch, T, d_model, device=dev, dtype=getattr(torch, dtype))
     cuda = dev.type == "cuda"
+    extra = {}
+    if doc_length:
+        extra["segment_pos"] = (torch.arange(T, device=dev) % doc_length).expand(batch, T)
 
     def fwd():
         with torch.no_grad():
-            return m(x, mode=mode)[0]
+            return m(x, mode=mode, **extra)[0]
 
     def fwd_bwd():
         xg = x.detach().requires_grad_(True)
-        m(xg, mode=mode)[0].float().square().mean().backward()
+        m(xg, mode=mode, **extra)[0].float().square().mean().backward()
 
     out: dict[str, Any] = {}
     # memory first: the first calls set the peak (on CPU the high-water mark only grows, so forward goes

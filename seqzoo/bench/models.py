@@ -60,6 +60,7 @@ from tqdm.auto import tqdm
 from ..errors import InputError
 from ..host_memory import apply_malloc_setting
 from .flops import model_flops
+from .mixers import add_packed_ratios
 from .table import markdown_table
 
 FAMILIES: dict[str, str] = {
@@ -107,6 +108,10 @@ TRAIN_FIELDS = (
     "matmul_fraction",
 )
 DECODE_FIELDS = ("ms_per_token", "state_mb")
+DOC_LENGTH_HELP = (
+    "also time every (training) point on packed rows, documents of this many tokens (segment_pos), with the ratio "
+    "to the same point unpacked"
+)
 COLUMNS = (
     "bench",
     "family",
@@ -118,6 +123,8 @@ COLUMNS = (
     "gemm_gflops",
     *DECODE_FIELDS,
     *(f"{f}_ratio" for f in TRAIN_FIELDS + DECODE_FIELDS),
+    "packed",
+    *(f"{f}_vs_unpacked" for f in TRAIN_FIELDS),
     "error",
 )
 
@@ -241,10 +248,12 @@ def train_point(
     timeout: float | None = None,
     measure_memory: bool = True,
     compile: bool = False,
+    doc_length: int | None = None,
 ) -> dict[str, Any]:
     """``warmup`` + ``steps`` training steps of the trainer on ``batch`` random sequences of length ``T``.
     ``compile``: the forward runs through ``torch.compile(model, dynamic=False)`` (the trainer's ``compile``
-    option); its compilation happens in the first warm-up step, reported as ``first_step_s``."""
+    option); its compilation happens in the first warm-up step, reported as ``first_step_s``. ``doc_length``: the
+    rows pack documents of that many tokens (``segment_pos`` to the model, as the trainer passes it)."""
     import torch
 
     from ..eval.evaluate import forward_logits, scored_loss_sum
@@ -268,11 +277,12 @@ def train_point(
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, cfg.vocab_size, (batch, T + 1), generator=g)
     x, y = ids[:, :-1].contiguous().to(dev), ids[:, 1:].contiguous().to(dev)
+    sp = None if not doc_length else (torch.arange(T, device=dev) % doc_length).expand(batch, T)
 
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
-            logits = forward_logits(forward_model, x)
+            logits = forward_logits(forward_model, x, "lm", sp)
         loss_sum, n = scored_loss_sum(logits, y)
         loss = loss_sum / max(1, n)
         loss.backward()
@@ -426,8 +436,12 @@ def run_model_bench(
     out_dir: str | Path | None = None,
     progress: bool = True,
     compile: bool = False,
+    doc_length: int | None = None,
 ) -> list[dict[str, Any]]:
     """Training throughput / peak memory and decode latency / state size of each family vs context length.
+
+    ``doc_length``: every training point is also measured on rows packing documents of that many tokens
+    (``packed`` = N, ``<field>_vs_unpacked`` = the ratio to the same point unpacked, same run).
 
     ``size`` defaults to "small" on CPU and "125m" on CUDA; ``lengths``, ``tokens`` (per step), ``steps``,
     ``warmup``, ``decode_steps`` default per size (``DEFAULTS``); ``decode_lengths`` default to the size's
@@ -478,6 +492,20 @@ def run_model_bench(
         raise InputError("nothing to measure: train and decode are both off")
     isolate = (not cuda) if isolate is None else bool(isolate)
     configs = {f: family_config(f, size, **(shape or {})) for f in fams}
+    if doc_length is not None:
+        if not isinstance(doc_length, int) or isinstance(doc_length, bool) or doc_length < 1:
+            raise InputError(f"doc_length must be a positive int (tokens per packed document), got {doc_length!r}")
+        if not train:
+            raise InputError("doc_length: packed rows are timed in training points; training is off")
+        from ..mixers import MIXERS
+
+        unpackable = {
+            f: sorted({m for m in configs[f].pattern if not MIXERS[m].supports_segment_pos})
+            for f in fams
+            if any(not MIXERS[m].supports_segment_pos for m in configs[f].pattern)
+        }
+        if unpackable:
+            raise InputError(f"doc_length: families {unpackable} have mixers without segment_pos (packed documents)")
     params = {f: count_params(c) for f, c in configs.items()}
 
     config_dicts = {f: c.to_dict() for f, c in configs.items()}
@@ -491,7 +519,9 @@ def run_model_bench(
         for T in Ts:
             B = max(1, tokens // T)
             for f in fams:
-                todo.append(point("train", f, T, batch=B, steps=steps, warmup=warmup, compile=compile))
+                for packed in [None] if doc_length is None else [None, doc_length]:
+                    extra = {"doc_length": packed} if packed else {}
+                    todo.append(point("train", f, T, batch=B, steps=steps, warmup=warmup, compile=compile, **extra))
     if decode:
         for rnd in range(decode_rounds):  # interleaved: every (L, family) once per round
             for T in Ls:
@@ -506,6 +536,8 @@ def run_model_bench(
         row = {"bench": spec["bench"], "family": spec["family"], "T": spec["T"], "params": params[spec["family"]]}
         if spec["bench"] == "train":
             row.update(batch=spec["batch"], tokens_per_step=spec["batch"] * spec["T"])
+            if doc_length is not None:
+                row["packed"] = spec.get("doc_length", 0)
         else:
             row.update(batch=1)
         res.pop("params", None)
@@ -513,6 +545,7 @@ def run_model_bench(
         rows.append(row)
     rows = merge_decode_rounds(rows)
     add_ratios(rows)
+    add_packed_ratios(rows, point=("bench", "family", "T"), fields=TRAIN_FIELDS)
     flatness = decode_flatness(rows)
     if out_dir is not None:
         meta = {
@@ -533,6 +566,7 @@ def run_model_bench(
             "isolated_points": isolate,
             "timeout_s": timeout,
             "compiled_training": compile,
+            "packed_doc_length": doc_length,
             "seed": seed,
             "shape_overrides": shape or {},
             "memory": (
@@ -623,10 +657,11 @@ def merge_decode_rounds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def add_ratios(rows: list[dict[str, Any]], baseline: str = BASELINE) -> None:
-    """``<field>_ratio`` = value / the baseline family's value at the same (bench, T) of the same run."""
-    base = {(r["bench"], r["T"]): r for r in rows if r["family"] == baseline and "error" not in r}
+    """``<field>_ratio`` = value / the baseline family's value at the same (bench, T) of the same run (packed rows:
+    the baseline's packed row)."""
+    base = {(r["bench"], r["T"], r.get("packed")): r for r in rows if r["family"] == baseline and "error" not in r}
     for r in rows:
-        b = base.get((r["bench"], r["T"]))
+        b = base.get((r["bench"], r["T"], r.get("packed")))
         for f in TRAIN_FIELDS + DECODE_FIELDS:
             if b is not None and r.get(f) is not None and b.get(f):
                 r[f"{f}_ratio"] = r[f] / b[f]
@@ -676,7 +711,8 @@ def write_results(rows: list[dict[str, Any]], out: Path, meta: dict[str, Any]) -
         w.writeheader()
         w.writerows(rows)
     title = f"{meta['size']} models, {meta['device']}, {meta['tokens_per_step']} tokens/step; decode batch 1"
-    plot_models(rows, out / "models.png", title=title, labels=FAMILIES)
+    # the figure shows unpacked rows (packed ones are in the tables and files, with their ratios)
+    plot_models([r for r in rows if not r.get("packed")], out / "models.png", title=title, labels=FAMILIES)
 
 
 def format_model_table(rows: list[dict[str, Any]]) -> str:
@@ -687,15 +723,17 @@ def format_model_table(rows: list[dict[str, Any]]) -> str:
 
     out = []
     train = [r for r in rows if r["bench"] == "train"]
+    packed = any("packed" in r for r in train)
     if train:
+        lead = [
+            ("family", name),
+            ("T", lambda r: r["T"]),
+            ("batch", lambda r: r["batch"]),
+            ("params", lambda r: f"{r['params'] / 1e6:.3g}M"),
+        ]
         out += markdown_table(
             train,
-            [
-                ("family", name),
-                ("T", lambda r: r["T"]),
-                ("batch", lambda r: r["batch"]),
-                ("params", lambda r: f"{r['params'] / 1e6:.3g}M"),
-            ],
+            lead + ([("packed docs", lambda r: r["packed"] or "-")] if packed else []),
             [
                 ("step ms", "step_ms", "{:.1f}"),
                 ("tokens/s", "tokens_per_s", "{:.0f}"),
@@ -708,6 +746,7 @@ def format_model_table(rows: list[dict[str, Any]]) -> str:
                 ("peak MB ÷ transformer", "peak_mem_mb_ratio", "{:.2f}"),
                 ("FLOP/token ÷ transformer", "model_flops_per_token_ratio", "{:.2f}"),
                 ("matmul fraction ÷ transformer", "matmul_fraction_ratio", "{:.2f}"),
+                *([("tokens/s ÷ unpacked", "tokens_per_s_vs_unpacked", "{:.2f}")] if packed else []),
             ],
         )
     dec = [r for r in rows if r["bench"] == "decode"]
@@ -821,6 +860,7 @@ def run_from_args(a: argparse.Namespace, train: bool = True, decode: bool = True
         out_dir=a.out,
         progress=not a.no_progress,
         compile=a.compile,
+        doc_length=getattr(a, "doc_length", None),
     )
     print(format_model_table(rows))
     print(f"\nresults: {a.out}/models.csv, models.json, config.json, models.png")
@@ -844,6 +884,7 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(p)
     p.add_argument("--no-train", action="store_true", help="decode points only")
     p.add_argument("--no-decode", action="store_true", help="training points only")
+    p.add_argument("--doc-length", type=int, help=DOC_LENGTH_HELP)
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads per measurement (default 1)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per point before it is recorded as a timeout")

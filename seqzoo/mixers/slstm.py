@@ -8,6 +8,8 @@ Beck et al., "xLSTM: Extended Long Short-Term Memory", arXiv:2405.04517 (NeurIPS
 The mixer is the layer: causal conv k=4 + SiLU feeding the i/f gates (z/o read the raw input), headwise W, the cell,
 dropout, per-head LayerNorm (weight only). The post-up-projection gated FFN is the residual block's MLP ("geglu").
 There is no parallel form: the only mode is "recurrent", a loop over T (``cell_mode`` picks the loop: a mode of ops/slstm).
+Packed documents (``segment_pos``, 0 where one starts): the conv's taps stop at the start and the cell restarts from
+the fresh state (h, c, n, m) = 0 there, so each document sees only itself.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def powerlaw_forget_bias(d: int, block_idx: int, n_blocks: int) -> torch.Tensor:
 class SLSTM(Mixer):
     modes = ("recurrent",)
     test_kwargs = {"n_heads": 2}
+    supports_segment_pos = True
 
     def __init__(
         self,
@@ -140,20 +143,22 @@ class SLSTM(Mixer):
             )
         return state.cell()
 
-    def gate_inputs(self, x: torch.Tensor, conv_state=None):
+    def gate_inputs(self, x: torch.Tensor, conv_state=None, segment_pos=None):
         """Input pre-activations ``wx (B, T, H, 4, d)`` (i, f from SiLU(conv(x)); z, o from x; bias added)."""
         H = self.n_heads
-        x_c, conv_state = causal_conv1d(x, self.conv_weight, self.conv_bias, conv_state, activation="silu")
+        x_c, conv_state = causal_conv1d(
+            x, self.conv_weight, self.conv_bias, conv_state, segment_pos=segment_pos, activation="silu"
+        )
         x_c = rearrange(x_c, "b t (h j) -> b t h j", h=H)  # (B, T, H, d)
         x_h = rearrange(x, "b t (h j) -> b t h j", h=H)
         w_if = torch.einsum("bthj,hgkj->bthgk", x_c, torch.stack([self.W_i, self.W_f], 1))  # (B, T, H, 2, d)
         w_zo = torch.einsum("bthj,hgkj->bthgk", x_h, torch.stack([self.W_z, self.W_o], 1))
         return torch.cat([w_if, w_zo], dim=3) + self.bias, conv_state
 
-    def _forward(self, x: torch.Tensor, state, mode: str):
+    def _forward(self, x: torch.Tensor, state, mode: str, segment_pos: torch.Tensor | None = None):
         cell_state = self._check_state(x, state)
-        wx, conv_state = self.gate_inputs(x, None if state is None else state.conv)
-        h, (hh, c, n, m) = slstm(wx, self.R, cell_state, mode=self.cell_mode)  # h (B, T, H, d)
+        wx, conv_state = self.gate_inputs(x, None if state is None else state.conv, segment_pos)
+        h, (hh, c, n, m) = slstm(wx, self.R, cell_state, mode=self.cell_mode, segment_pos=segment_pos)  # (B, T, H, d)
         h = self.dropout(h)
         hn = F.layer_norm(h, (self.head_dim,), eps=self.norm_eps)
         y = rearrange(hn, "b t h j -> b t (h j)") * self.norm_weight

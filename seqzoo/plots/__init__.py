@@ -21,7 +21,8 @@ def plot_bench(rows: list[dict[str, Any]], path: Path, title: str = "") -> None:
     series: dict[str, list] = {}
     for r in rows:
         if "error" not in r:
-            series.setdefault(f"{r['mixer']} ({r['mode']})", []).append(r)
+            packed = f", packed {r['packed']}" if r.get("packed") else ""
+            series.setdefault(f"{r['mixer']} ({r['mode']}{packed})", []).append(r)
     for label, rs in sorted(series.items()):
         rs = sorted(rs, key=lambda r: r["T"])
         key = "fwdbwd_ms" if "fwdbwd_ms" in rs[0] else "fwd_ms"

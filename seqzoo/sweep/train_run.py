@@ -80,15 +80,20 @@ def length_eval(model, task, lengths: list[int], tokens: int, bins: int, batch: 
     from ..eval import evaluate
     from ..eval.evaluate import per_position_loss
 
+    def windows(L):  # with segment_pos where the task packs documents
+        if hasattr(task, "windows_batch"):
+            return task.windows_batch("valid", seq_len=L, max_windows=max(1, tokens // L))
+        return (*task.windows("valid", seq_len=L, max_windows=max(1, tokens // L)), None)
+
     by_length = []
     for L in lengths:
-        xs, ys = task.windows("valid", seq_len=L, max_windows=max(1, tokens // L))
+        xs, ys, sp = windows(L)
         with torch.no_grad():
-            m = evaluate(model, xs, ys, batch_size=batch)
+            m = evaluate(model, xs, ys, batch_size=batch, segment_pos=sp)
         by_length.append([L, m["loss"]])
+    xs, ys, sp = windows(max(lengths))
     Lmax = max(lengths)
-    xs, ys = task.windows("valid", seq_len=Lmax, max_windows=max(1, tokens // Lmax))
-    pp = per_position_loss(model, xs, ys, batch_size=batch)
+    pp = per_position_loss(model, xs, ys, batch_size=batch, segment_pos=sp)
     width = max(1, Lmax // bins)
     per_position = [
         [b * width + width // 2, float(pp[b * width : (b + 1) * width].mean())] for b in range(Lmax // width)

@@ -1,6 +1,9 @@
 """Task contract: a task builds ``(inputs, targets)`` LongTensors ``(N, T)`` deterministically from a seed.
 
 ``targets[:, t]`` is what the model must output at position t; ``-100`` marks unscored positions.
+``build_batch`` returns the same rows as a ``Batch``, which also carries ``segment_pos (N, T)`` where a row packs
+several documents (the ``text`` task): the position inside the current document, 0 where one starts. The trainer
+and evaluation pass it to the model; tasks without documents leave it None and need not change.
 Splits use disjoint seed streams, so train and valid samples never coincide by construction of the seed.
 A task with ``train_size`` set trains on that fixed set (epochs); otherwise every step draws fresh
 samples from the seed and the step number (infinite data, exactly reproducible on resume).
@@ -9,7 +12,7 @@ samples from the seed and the step number (infinite data, exactly reproducible o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 
@@ -43,6 +46,18 @@ def split_seed(seed: int, split: str) -> int:
     return seed + SPLIT_OFFSETS[split]
 
 
+class Batch(NamedTuple):
+    """Rows of a task: ``inputs``, ``targets`` and, for packed documents, ``segment_pos`` (else None)."""
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    segment_pos: torch.Tensor | None = None
+
+    def rows(self, index) -> Batch:
+        """The same rows selected by ``index`` (a slice or an index tensor) in every field."""
+        return Batch(*(None if t is None else t[index] for t in self))
+
+
 class Task:
     name: ClassVar[str] = "task"
     vocab_size: int
@@ -52,6 +67,10 @@ class Task:
 
     def build(self, n: int, seed: int, split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
+
+    def build_batch(self, n: int, seed: int, split: str = "train") -> Batch:
+        """``build``'s rows as a ``Batch``; a task whose rows pack documents adds their ``segment_pos``."""
+        return Batch(*self.build(n, seed, split))
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments, written into run files."""

@@ -35,7 +35,8 @@ class MaskedLM(TextLM):
     ):
         if not 0.0 < mask_prob < 1.0:
             raise InputError(f"mask_prob must be in (0, 1), got {mask_prob}")
-        super().__init__(path, seq_len, tokenizer, bpe_dir, valid_fraction, test_path, cache_dir)
+        # masked LM reads whole windows bidirectionally: no packed documents (rows and config as before)
+        super().__init__(path, seq_len, tokenizer, bpe_dir, valid_fraction, test_path, cache_dir, packed=False)
         self.mask_prob = mask_prob
         self.n_text_tokens = self.tokenizer.vocab_size
         self.mask_token = self.n_text_tokens  # appended id

@@ -19,8 +19,8 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import InputError, TrainingDivergedError
-from ..eval.evaluate import check_scored_logits, evaluate, scored_forward, scored_loss_sum
-from ..tasks.base import IGNORE_INDEX, Task
+from ..eval.evaluate import check_scored_logits, evaluate, scored_forward, scored_loss_sum, segment_pos_refusal
+from ..tasks.base import IGNORE_INDEX, Batch, Task
 from .checkpoint import (
     CHECKPOINT_NAME,
     export_model,
@@ -63,18 +63,19 @@ class BatchSource:
         self.task, self.cfg = task, cfg
         self.fixed = None
         if task.train_size:
-            self.fixed = task.build(task.train_size, cfg.seed, "train")
+            self.fixed = task.build_batch(task.train_size, cfg.seed, "train")
 
-    def global_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def global_batch(self, step: int) -> Batch:
+        """Inputs, targets and (packed documents) segment_pos of step ``step``."""
         B = self.cfg.batch_size
         if self.fixed is None:
-            return self.task.build(B, self.cfg.seed * 1_000_003 + step, "train")
-        n = self.fixed[0].shape[0]
+            return self.task.build_batch(B, self.cfg.seed * 1_000_003 + step, "train")
+        n = self.fixed.inputs.shape[0]
         per_epoch = max(1, n // B)
         epoch, k = divmod(step, per_epoch)
         g = torch.Generator().manual_seed(self.cfg.seed * 7919 + epoch)
         idx = torch.randperm(n, generator=g)[k * B : (k + 1) * B]
-        return self.fixed[0][idx], self.fixed[1][idx]
+        return self.fixed.rows(idx)
 
 
 class MetricsLog:
@@ -205,6 +206,9 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
         check_scored_logits(model, getattr(task, "kind", "lm"))
     if resuming:  # before anything in the folder is written
         check_resume(out, cfg, task, model)
+    why = segment_pos_refusal(model) if getattr(task, "packed", False) else None
+    if why:  # packed documents need every layer to restart at their starts
+        raise InputError(f"task {task.name!r} packs documents (segment_pos), but {why}; pass packed=false to the task")
 
     torch.manual_seed(cfg.seed)
     model.to(device)
@@ -231,13 +235,15 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     )
 
     source = BatchSource(task, cfg)
-    valid = task.build(cfg.eval_samples, cfg.seed, "valid")
+    valid = task.build_batch(cfg.eval_samples, cfg.seed, "valid")
     task_kind = getattr(task, "kind", "lm")
 
     def run_eval(step: int) -> dict[str, float]:
         m = evaluate(
             unwrap(train_model) if kind == "ddp" else train_model,
-            *valid,
+            valid.inputs,
+            valid.targets,
+            segment_pos=valid.segment_pos,
             batch_size=cfg.eval_batch_size,
             kind=task_kind,
             device=device,
@@ -263,15 +269,16 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     train_model.train()
     for step in range(start_step, stop_at):
         lr = set_lr(optimizer, step, cfg)
-        xs, ys = source.global_batch(step)
+        xs, ys, sps = source.global_batch(step)
         n_scored = int((ys != IGNORE_INDEX).sum()) if task_kind == "lm" else ys.shape[0]
         optimizer.zero_grad(set_to_none=True)
         step_loss = 0.0
         for a in range(cfg.grad_accum):
             lo = a * per_rank + rank * micro
             x, y = xs[lo : lo + micro].to(device), ys[lo : lo + micro].to(device)
+            sp = None if sps is None else sps[lo : lo + micro].to(device)  # packed documents
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                logits, y = scored_forward(forward_model, x, y, task_kind, cfg.scored_logits)
+                logits, y = scored_forward(forward_model, x, y, task_kind, cfg.scored_logits, sp)
             loss_sum, _ = scored_loss_sum(logits, y)
             # gradient of the global mean: DDP averages over ranks, hence the world_size factor
             (loss_sum * world_size / max(1, n_scored)).backward()

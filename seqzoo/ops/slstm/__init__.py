@@ -3,6 +3,7 @@
 There is no parallel form (the recurrent matrix R mixes h_{t-1} into every gate), so every mode is a loop
 over T; they differ only in how much each step costs. ``"auto"``: ``"native"`` (the loops in C, built on first use
 by ``native.py``) on CPU where a C compiler builds it, else ``"fused"``. README.md holds the derivation and measured times.
+Every mode takes ``segment_pos (B, T)`` (packed documents): the state is reset to the fresh one where it is 0.
 """
 
 from __future__ import annotations
@@ -18,25 +19,28 @@ from .naive import slstm_naive
 MODES = ("auto", "naive", "fused", "native", "compiled")
 
 
-def slstm(wx, R, state=None, mode: str = "auto"):
+def slstm(wx, R, state=None, mode: str = "auto", segment_pos=None):
     """``wx (B, T, H, 4, d)`` input pre-activations (i, f, z, o; bias included), ``R (H, d, 4, d)``,
-    ``state (h, c, n, m)`` each ``(B, H*d)`` or None -> ``h (B, T, H, d)`` and the final state."""
+    ``state (h, c, n, m)`` each ``(B, H*d)`` or None -> ``h (B, T, H, d)`` and the final state.
+    ``segment_pos (B, T)`` integers or None: 0 where a packed document starts; the step there reads the
+    fresh-stream state (zeros), so no value or gradient crosses the start and the final state is the last
+    document's."""
     if torch.compiler.is_compiling():
         # Under torch.compile of a whole model the loop over T would be traced into graphs that grow with T (a 10M
         # xLSTM[7:1] did not finish compiling in 20 minutes at T = 1024); the loop runs as it is instead (one graph
         # break), and "fused" is already a hand-written BPTT. Wrapped here, not at import: torch.compiler.disable
         # imports torch._dynamo (and with it triton), which `import seqzoo` must not.
-        return torch.compiler.disable(_slstm)(wx, R, state, mode)
-    return _slstm(wx, R, state, mode)
+        return torch.compiler.disable(_slstm)(wx, R, state, mode, segment_pos)
+    return _slstm(wx, R, state, mode, segment_pos)
 
 
-def _slstm(wx, R, state, mode):
+def _slstm(wx, R, state, mode, segment_pos):
     if mode not in MODES:
         raise InputError(f"slstm: mode must be one of {MODES}, got {mode!r}")
     if mode == "naive":
-        return slstm_naive(wx, R, state)
+        return slstm_naive(wx, R, state, segment_pos)
     if mode == "compiled":
-        return slstm_compiled(wx, R, state)
+        return slstm_compiled(wx, R, state, segment_pos)
     if mode == "native":
         require(wx.device.type == "cpu", f"slstm: mode='native' runs on CPU tensors, got {wx.device.type}")
         why = native.unavailable()
@@ -46,8 +50,8 @@ def _slstm(wx, R, state, mode):
         # the C loops on CPU where they build (first use compiles native.c, seconds; logged once), else PyTorch's
         use = wx.device.type == "cpu" and native.library() is not None
         note_kernel("slstm", "native C loop" if use else "PyTorch loop", wx.device)
-        return slstm_fused(wx, R, state, native=use)
-    return slstm_fused(wx, R, state, native=mode == "native")
+        return slstm_fused(wx, R, state, native=use, segment_pos=segment_pos)
+    return slstm_fused(wx, R, state, native=mode == "native", segment_pos=segment_pos)
 
 
 __all__ = ["MODES", "slstm", "slstm_compiled", "slstm_fused", "slstm_naive"]

@@ -6,7 +6,9 @@
  * tensors, and their dispatch, not their arithmetic, is the time. Here a step is one pass over the heads.
  *
  * Layouts (contiguous): gx, G (T, H, B, 4d) gate pre-activations in the order i, f, z, o; Rm (H, d, 4d);
- * Hs, Cs, Ns, Ms (T+1, H, B, d) with the initial state at index 0.
+ * Hs, Cs, Ns, Ms (T+1, H, B, d) with the initial state at index 0; fresh (T, B) uint8 or NULL: 1 where a packed
+ * document starts, so that step reads the zero state (h R = 0, c = n = m = 0: a first step) instead of the carried
+ * one, and the backward chain through (h, c, n, m) stops there (nothing flows to the previous document).
  *
  * Forward, per step t, head, batch row: g = gx_t + h_{t-1} R (stored in G, the backward's input), then
  *   log f = logsigmoid(f~);  first step from a zero state (n_{t-1} = 0): m_t = i~, f' = 0;
@@ -26,7 +28,7 @@
 
 #define SLSTM_LOOPS(T_, SFX, EXP, LOG1P, TANH, ABS)                                                                     \
     void slstm_forward_##SFX(int64_t T, int64_t H, int64_t B, int64_t d, const T_ *gx, const T_ *Rm, T_ *G,      \
-                             T_ *Hs, T_ *Cs, T_ *Ns, T_ *Ms) {                                                   \
+                             T_ *Hs, T_ *Cs, T_ *Ns, T_ *Ms, const uint8_t *fresh) {                             \
         const int64_t D4 = 4 * d, S = H * B * d;                                                                 \
         for (int64_t t = 0; t < T; t++) {                                                                        \
             for (int64_t hb = 0; hb < H * B; hb++) {                                                             \
@@ -35,8 +37,9 @@
                 T_ *g = G + (t * H * B + hb) * D4;                                                               \
                 const int64_t s0 = t * S + hb * d, s1 = s0 + S;                                                  \
                 const T_ *h = Hs + s0;                                                                           \
+                const int start = fresh != 0 && fresh[t * B + hb % B];                                           \
                 for (int64_t j = 0; j < D4; j++) g[j] = x[j];                                                    \
-                for (int64_t i = 0; i < d; i++) {                                                                \
+                for (int64_t i = 0; i < d && !start; i++) {                                                      \
                     const T_ hv = h[i];                                                                          \
                     const T_ *row = R + i * D4;                                                                  \
                     for (int64_t j = 0; j < D4; j++) g[j] += hv * row[j];                                        \
@@ -44,7 +47,7 @@
                 for (int64_t k = 0; k < d; k++) {                                                                \
                     const T_ ig = g[k], fg = g[d + k], zg = g[2 * d + k], og = g[3 * d + k];                     \
                     const T_ logf = (fg < 0 ? fg : (T_)0) - LOG1P(EXP(-ABS(fg)));                              \
-                    const T_ c = Cs[s0 + k], n = Ns[s0 + k], m = Ms[s0 + k];                                     \
+                    const T_ c = start ? 0 : Cs[s0 + k], n = start ? 0 : Ns[s0 + k], m = start ? 0 : Ms[s0 + k];\
                     T_ m_new, fp;                                                                                \
                     if (n == 0) {                                                                                \
                         m_new = ig;                                                                              \
@@ -66,7 +69,7 @@
     }                                                                                                            \
                                                                                                                  \
     void slstm_backward_##SFX(int64_t T, int64_t H, int64_t B, int64_t d, const T_ *RmT, const T_ *D,            \
-                              const T_ *dHs, T_ *dG, T_ *dh_r, T_ *dc, T_ *dn, T_ *dm) {                         \
+                              const T_ *dHs, T_ *dG, T_ *dh_r, T_ *dc, T_ *dn, T_ *dm, const uint8_t *fresh) {   \
         const int64_t D4 = 4 * d, S = H * B * d, N = T * S;                                                      \
         const T_ *P_c = D, *P_n = D + N, *C_f = D + 2 * N, *N_f = D + 3 * N, *Z_i = D + 4 * N;                   \
         const T_ *ip = D + 5 * N, *sel = D + 6 * N, *S_f = D + 7 * N, *Z_d = D + 8 * N, *P_o = D + 9 * N;       \
@@ -100,6 +103,8 @@
                     const T_ *row = RT + j * d;                                                                  \
                     for (int64_t i = 0; i < d; i++) dh[i] += gj * row[i];                                        \
                 }                                                                                                \
+                if (fresh != 0 && fresh[t * B + hb % B]) /* step t read zeros: no gradient to the state before */ \
+                    for (int64_t k = 0; k < d; k++) dh[k] = dc[s0 + k] = dn[s0 + k] = dm[s0 + k] = 0;              \
             }                                                                                                    \
         }                                                                                                        \
     }
