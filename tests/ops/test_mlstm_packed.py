@@ -1,0 +1,228 @@
+"""Packed documents in the mLSTM cell ops (issue #43): ``reset (B, T)``, True where a document starts.
+
+Every PyTorch mode (naive loop, recurrent step, parallel, chunkwise at several chunk sizes) against each document
+run alone through the naive step loop as a fresh stream, in float64: outputs, the final state (that of the last
+document), and the gradients of q, k, v, i, f and of the carried-in state (which reaches only the positions before
+the first start). Cases: starts at a chunk edge and inside a chunk, one-token documents, a start at the last
+position, a start at position 0 with a carried state, batch rows with different starts, a tail chunk. Also: split
+anywhere = whole with resets, a packed prefill continued step by step across a start, the Triton dispatch sending
+resets to the PyTorch path (logged) and refusing them when forced, and bad ``reset`` refused before any work.
+"""
+
+import itertools
+import logging
+
+import pytest
+import torch
+from helpers import GRAD_SCALE, assert_close, grads
+
+from seqzoo.errors import InputError
+from seqzoo.kernels import switch, use_kernels
+from seqzoo.ops import mlstm as mlstm_ops
+from seqzoo.ops.mlstm import RESET_UNFIT, mlstm, mlstm_naive_parallel, mlstm_naive_recurrent, mlstm_step
+
+f64 = torch.float64
+B, T, H, K, V = 2, 23, 2, 4, 3
+# row 0: starts at a chunk edge (4, 8 for L = 4), inside a chunk (9: one-token document 8, 17), and the last
+# position (22: a one-token last document); row 1: a start at 0 (a carried state is ignored) and at 13
+STARTS = [[4, 8, 9, 17, 22], [0, 13]]
+# (mode, chunk size): the chunkwise form at L = 1, at L dividing the starts, at L not dividing T (a tail), at L > T
+CASES = [("naive", 4), ("recurrent", 4), ("parallel", 4), ("chunkwise", 1), ("chunkwise", 4), ("chunkwise", 5)]
+CASES += [("chunkwise", 8), ("chunkwise", 64)]
+
+
+def reset_from(starts, T=T):
+    r = torch.zeros(len(starts), T, dtype=torch.bool)
+    for row, ss in enumerate(starts):
+        r[row, ss] = True
+    return r
+
+
+def make(seed=0, T=T, f_mean=2.0):
+    g = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(B, T, H, K, generator=g, dtype=f64) for _ in range(2))
+    v = torch.randn(B, T, H, V, generator=g, dtype=f64)
+    i = torch.randn(B, T, H, generator=g, dtype=f64)
+    f = f_mean + torch.randn(B, T, H, generator=g, dtype=f64)
+    state = (
+        torch.randn(B, H, K, V, generator=g, dtype=f64),
+        torch.rand(B, H, K, generator=g, dtype=f64),
+        torch.randn(B, H, generator=g, dtype=f64),
+    )
+    return [q, k, v, i, f], state
+
+
+def separate(q, k, v, i, f, state, reset, eps=0.0):
+    """Each document of each row run alone by the naive step loop: the positions before a row's first start from
+    the carried state, every document after a start as a fresh stream. Returns h and the last documents' states."""
+    hs, finals = [], []
+    for b in range(reset.shape[0]):
+        cuts = [0] + [t for t in range(1, reset.shape[1]) if reset[b, t]] + [reset.shape[1]]
+        s = None if state is None or reset[b, 0] else tuple(t[b : b + 1] for t in state)
+        row = []
+        for a, e in itertools.pairwise(cuts):
+            h, s = mlstm_naive_recurrent(*(t[b : b + 1, a:e] for t in (q, k, v, i, f)), s, eps=eps)
+            row.append(h)
+            last = s
+            s = None
+        hs.append(torch.cat(row, 1))
+        finals.append(last)
+    return torch.cat(hs), tuple(torch.cat(parts) for parts in zip(*finals))
+
+
+def packed(mode, L, eps=0.0):
+    def run(q, k, v, i, f, state, reset):
+        if mode == "naive":
+            return mlstm_naive_recurrent(q, k, v, i, f, state, eps=eps, reset=reset)
+        return mlstm(q, k, v, i, f, state, mode=mode, chunk_size=L, eps=eps, reset=reset)
+
+    return run
+
+
+def outputs_and_grads(fn, inputs, state, reset):
+    leaves = [t.clone().requires_grad_(True) for t in inputs]
+    st = None if state is None else tuple(t.clone().requires_grad_(True) for t in state)
+    h, (C, n, m) = fn(*leaves, st, reset)
+    g = torch.Generator().manual_seed(7)
+    weights = [torch.randn(t.shape, generator=g, dtype=f64) for t in (h, C, n)]
+    # m is piecewise constant (a max): its gradient is checked through h
+    gs = grads([h, C, n], leaves + list(st or []), weights)
+    return (h, C, n, m), gs
+
+
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("mode,L", CASES)
+def test_packed_equals_separate_fp64(mode, L, with_state):
+    inputs, state = make()
+    state = state if with_state else None
+    reset = reset_from(STARTS)
+    got, got_grads = outputs_and_grads(packed(mode, L), inputs, state, reset)
+    ref, ref_grads = outputs_and_grads(separate, inputs, state, reset)
+    for name, a, b in zip(("h", "C", "n", "m"), got, ref):
+        assert_close(a, b, 1e-12, name=name)
+    names = ["q", "k", "v", "i", "f", "C0", "n0", "m0"]
+    for name, a, b in zip(names, got_grads, ref_grads):
+        assert_close(a, b, 1e-12 * GRAD_SCALE, name=f"d{name}")
+
+
+def test_carried_state_reaches_only_the_first_document():
+    """The gradient of the carried state is exactly zero for a row that starts a document at position 0, and not
+    zero for a row that continues it (a test that would pass with the state ignored everywhere cannot)."""
+    inputs, state = make(seed=3)
+    reset = reset_from(STARTS)
+    for mode, L in CASES:
+        _, (*_, dC0, dn0, dm0) = outputs_and_grads(packed(mode, L), inputs, state, reset)
+        assert float(dC0[1].abs().max()) == 0.0 and float(dn0[1].abs().max()) == 0.0, mode
+        assert float(dC0[0].abs().max()) > 1e-3, mode
+
+
+def test_naive_parallel_with_resets_equals_separate():
+    inputs, _ = make(seed=4, T=15)
+    reset = reset_from([[3, 4, 11], [0, 7, 14]], T=15)
+    h_ref, _ = separate(*inputs, None, reset)
+    assert_close(mlstm_naive_parallel(*inputs, eps=0.0, reset=reset), h_ref, 1e-12)
+
+
+@pytest.mark.parametrize("mode,L", [c for c in CASES if c[0] != "naive"])
+def test_split_anywhere_equals_whole_with_resets(mode, L):
+    """eps > 0 as the layer runs it: each piece starts its own chunks, so the chunkwise stabilisers differ from the
+    whole call's and outputs agree to O(eps); states exactly as the recurrence."""
+    inputs, state = make(seed=5)
+    reset = reset_from(STARTS)
+    run = packed(mode, L, eps=1e-6)
+    whole, s_whole = run(*inputs, state, reset)
+    for t in (1, 4, 8, 9, 13, 17, 22):
+        h1, s1 = run(*(x[:, :t] for x in inputs), state, reset[:, :t])
+        h2, s2 = run(*(x[:, t:] for x in inputs), s1, reset[:, t:])
+        assert_close(torch.cat([h1, h2], 1), whole, 1e-8, name=f"h split at {t}")
+        for a, b in zip(s2, s_whole):
+            assert_close(a, b, 1e-10, name=f"state split at {t}")
+
+
+def test_packed_prefill_then_steps_across_a_start():
+    """A packed prefill, then one token at a time (``mlstm`` at T = 1 and ``mlstm_step``) with the resets of those
+    tokens, crossing a document start: equal to the whole packed call."""
+    inputs, state = make(seed=6)
+    reset = reset_from(STARTS)
+    whole, s_whole = mlstm(*inputs, state, mode="chunkwise", chunk_size=4, eps=0.0, reset=reset)
+    P = 7  # the steps cross the starts at 8, 9 (row 0) and 13 (row 1)
+    h, s = mlstm(*(x[:, :P] for x in inputs), state, mode="chunkwise", chunk_size=4, eps=0.0, reset=reset[:, :P])
+    outs = [h]
+    q, k, v, i, f = inputs
+    for t in range(P, T):
+        if t % 2:
+            h, s = mlstm(*(x[:, t : t + 1] for x in inputs), s, mode="auto", eps=0.0, reset=reset[:, t : t + 1])
+        else:
+            phi = torch.nn.functional.logsigmoid(f[:, t])
+            h, s = mlstm_step(q[:, t] * K**-0.5, k[:, t], v[:, t], i[:, t], phi, s, 0.0, reset[:, t])
+            h = h[:, None]
+        outs.append(h)
+    assert_close(torch.cat(outs, 1), whole, 1e-12)
+    for a, b in zip(s, s_whole):
+        assert_close(a, b, 1e-12)
+
+
+def test_no_start_equals_no_reset():
+    inputs, state = make(seed=8)
+    none = torch.zeros(B, T, dtype=torch.bool)
+    for mode, L in CASES:
+        h0, s0 = packed(mode, L)(*inputs, state, None)
+        h1, s1 = packed(mode, L)(*inputs, state, none)
+        assert_close(h1, h0, 1e-12, name=mode)
+        for a, b in zip(s1, s0):
+            assert_close(a, b, 1e-12, name=mode)
+
+
+def test_long_documents_fp32_close_to_fp64():
+    """fp32 with long documents and strong decay (|sum phi| in the thousands): within-document sums restart at each
+    start, so no exponent is a difference of two large running sums."""
+    g = torch.Generator().manual_seed(9)
+    Tl = 600
+    q, k = (torch.randn(1, Tl, 1, 8, generator=g, dtype=f64) for _ in range(2))
+    v = torch.randn(1, Tl, 1, 8, generator=g, dtype=f64)
+    i = torch.randn(1, Tl, 1, generator=g, dtype=f64)
+    f = -4.0 + torch.randn(1, Tl, 1, generator=g, dtype=f64)  # phi ~ -4 per step
+    reset = reset_from([[150, 151, 333, 512]], T=Tl)
+    ins = (q, k, v, i, f)
+    h64, s64 = mlstm(*ins, mode="chunkwise", chunk_size=64, eps=1e-6, reset=reset)
+    for mode in ("parallel", "chunkwise"):
+        h32, s32 = mlstm(*(t.float() for t in ins), mode=mode, chunk_size=64, eps=1e-6, reset=reset)
+        assert_close(h32.double(), h64, 1e-4, name=mode)
+        for a, b in zip(s32, s64):
+            assert_close(a.double(), b, 1e-4, name=mode)
+
+
+def test_bad_reset_refused_before_work():
+    inputs, _ = make()
+    for bad in (torch.zeros(B, T), torch.zeros(B, T - 1, dtype=torch.bool), [[True] * T] * B):
+        for mode in ("recurrent", "parallel", "chunkwise", "naive", "auto"):
+            with pytest.raises(InputError, match="reset"):
+                mlstm(*inputs, mode=mode, reset=bad)
+
+
+def test_triton_is_refused_with_resets():
+    """The Triton kernel does not take resets: an explicit mode='triton' or the 'triton' kernels setting says so
+    (an InputError naming reset), never ignores the starts."""
+    inputs, _ = make()
+    reset = reset_from(STARTS)
+    f32 = [t.float() for t in inputs]
+    with pytest.raises(InputError, match="reset"):
+        mlstm(*f32, mode="triton", chunk_size=16, reset=reset)
+    with use_kernels("triton"), pytest.raises(InputError, match="reset"):
+        mlstm(*f32, mode="auto", chunk_size=16, reset=reset)
+
+
+def test_auto_dispatch_sends_resets_to_pytorch_and_logs_why(monkeypatch, caplog, kernels_reset):
+    """Where the kernel would run (a GPU with triton, made to look so here), inputs with resets take the PyTorch
+    chunkwise path and the fallback is logged once with the reason."""
+    monkeypatch.setattr(switch, "triton_unusable", lambda device: None)
+    monkeypatch.setattr(
+        mlstm_ops, "want_triton", lambda op, device, unfit, shape: switch.want_triton(op, "cuda", unfit, shape)
+    )
+    inputs, _ = make()
+    f32 = [t.float() for t in inputs]
+    with caplog.at_level(logging.WARNING, logger="seqzoo.kernels"):
+        assert mlstm_ops.triton_fits(*f32[:3], 16, None, reset_from(STARTS)) is False
+    assert [r.getMessage() for r in caplog.records] == [
+        f"seqzoo.kernels: mlstm falls back to the torch path on cuda tensors: {RESET_UNFIT}"
+    ]
