@@ -5,8 +5,9 @@ run alone through the naive step loop as a fresh stream, in float64: outputs, th
 document), and the gradients of q, k, v, i, f and of the carried-in state (which reaches only the positions before
 the first start). Cases: starts at a chunk edge and inside a chunk, one-token documents, a start at the last
 position, a start at position 0 with a carried state, batch rows with different starts, a tail chunk. Also: split
-anywhere = whole with resets, a packed prefill continued step by step across a start, the Triton dispatch sending
-resets to the PyTorch path (logged) and refusing them when forced, and bad ``reset`` refused before any work.
+anywhere = whole with resets, a packed prefill continued step by step across a start, the Triton forward kernel with
+resets (under the interpreter without a GPU) and its PyTorch-recompute backward (logged; the Triton backward refuses
+resets), and bad ``reset`` refused before any work.
 """
 
 import itertools
@@ -14,12 +15,10 @@ import logging
 
 import pytest
 import torch
-from helpers import GRAD_SCALE, assert_close, grads
+from helpers import DEV, GRAD_SCALE, assert_close, grads, needs_triton
 
 from seqzoo.errors import InputError
-from seqzoo.kernels import switch, use_kernels
-from seqzoo.ops import mlstm as mlstm_ops
-from seqzoo.ops.mlstm import RESET_UNFIT, mlstm, mlstm_naive_parallel, mlstm_naive_recurrent, mlstm_step
+from seqzoo.ops.mlstm import RESET_BACKWARD, mlstm, mlstm_naive_parallel, mlstm_naive_recurrent, mlstm_step
 
 f64 = torch.float64
 B, T, H, K, V = 2, 23, 2, 4, 3
@@ -200,29 +199,60 @@ def test_bad_reset_refused_before_work():
                 mlstm(*inputs, mode=mode, reset=bad)
 
 
-def test_triton_is_refused_with_resets():
-    """The Triton kernel does not take resets: an explicit mode='triton' or the 'triton' kernels setting says so
-    (an InputError naming reset), never ignores the starts."""
-    inputs, _ = make()
-    reset = reset_from(STARTS)
-    f32 = [t.float() for t in inputs]
-    with pytest.raises(InputError, match="reset"):
-        mlstm(*f32, mode="triton", chunk_size=16, reset=reset)
-    with use_kernels("triton"), pytest.raises(InputError, match="reset"):
-        mlstm(*f32, mode="auto", chunk_size=16, reset=reset)
-
-
-def test_auto_dispatch_sends_resets_to_pytorch_and_logs_why(monkeypatch, caplog, kernels_reset):
-    """Where the kernel would run (a GPU with triton, made to look so here), inputs with resets take the PyTorch
-    chunkwise path and the fallback is logged once with the reason."""
-    monkeypatch.setattr(switch, "triton_unusable", lambda device: None)
-    monkeypatch.setattr(
-        mlstm_ops, "want_triton", lambda op, device, unfit, shape: switch.want_triton(op, "cuda", unfit, shape)
+@needs_triton
+@pytest.mark.parametrize("with_state", [False, True])
+def test_triton_forward_with_resets_equals_separate(with_state):
+    """The Triton forward kernel with ``HAS_RESET`` (fp32, under the interpreter without a GPU) against each document
+    run alone through the naive loop in float64: outputs and the last documents' final states; the gradients (the
+    PyTorch chunkwise recompute, as the Triton backward kernels do not take resets) of every input. T = 37 with
+    chunks of 16: starts at a chunk edge (16, 32), inside a chunk (5, 6: a one-token document), at the last position
+    (36), in the ragged tail, and at 0 in the second row."""
+    Tt = 37
+    inputs, state = make(seed=10, T=Tt)
+    state = state if with_state else None
+    reset = reset_from([[5, 6, 16, 32, 36], [0, 20, 33]], T=Tt)
+    f32 = [t.to(DEV, torch.float32) for t in inputs]
+    st32 = None if state is None else tuple(t.to(DEV, torch.float32) for t in state)
+    got, got_grads = outputs_and_grads(
+        lambda *a: mlstm(*a[:5], a[5], mode="triton", chunk_size=16, eps=1e-6, reset=a[6]), f32, st32, reset.to(DEV)
     )
+    ref, ref_grads = outputs_and_grads(lambda *a: separate(*a, eps=1e-6), inputs, state, reset)
+    for name, a, b in zip(("h", "C", "n", "m"), got, ref, strict=True):
+        assert_close(a, b, 1e-4, name=name)
+    for name, a, b in zip(["q", "k", "v", "i", "f", "C0", "n0", "m0"], got_grads, ref_grads, strict=False):
+        assert_close(a, b, 1e-4 * GRAD_SCALE, name=f"d{name}")
+
+
+@needs_triton
+def test_triton_forward_without_starts_is_unchanged():
+    """An all-False reset takes the HAS_RESET kernel and gives the plain kernel's result (same sums, same order
+    where no start is seen)."""
+    inputs, state = make(seed=12, T=21)
+    f32 = [t.to(DEV, torch.float32) for t in inputs]
+    st32 = tuple(t.to(DEV, torch.float32) for t in state)
+    with torch.no_grad():
+        h0, s0 = mlstm(*f32, st32, mode="triton", chunk_size=16)
+        h1, s1 = mlstm(*f32, st32, mode="triton", chunk_size=16, reset=torch.zeros(B, 21, dtype=torch.bool, device=DEV))
+    assert_close(h1, h0, 1e-6)
+    for a, b in zip(s1, s0, strict=True):
+        assert_close(a, b, 1e-6)
+
+
+@needs_triton
+def test_triton_backward_kernels_refuse_resets(caplog, kernels_reset):
+    """Asked for the Triton backward with resets, ``mlstm_triton`` says why it cannot (never ignores the starts);
+    through ``mlstm`` the gradient comes from the PyTorch recompute, logged once with the reason."""
+    from seqzoo.ops.mlstm.triton import mlstm_triton
+
     inputs, _ = make()
-    f32 = [t.float() for t in inputs]
+    f32 = [t.to(DEV, torch.float32).requires_grad_(True) for t in inputs]
+    reset = reset_from(STARTS).to(DEV)
+    with pytest.raises(InputError, match="reset"):
+        mlstm_triton(*f32, chunk_size=16, backward="triton", reset=reset)
     with caplog.at_level(logging.WARNING, logger="seqzoo.kernels"):
-        assert mlstm_ops.triton_fits(*f32[:3], 16, None, reset_from(STARTS)) is False
+        for _ in range(2):
+            mlstm(*f32, mode="triton", chunk_size=16, reset=reset)
     assert [r.getMessage() for r in caplog.records] == [
-        f"seqzoo.kernels: mlstm falls back to the torch path on cuda tensors: {RESET_UNFIT}"
+        f"seqzoo.kernels: mlstm falls back to the torch chunkwise backward path on {torch.device(DEV).type} tensors: "
+        f"{RESET_BACKWARD}"
     ]

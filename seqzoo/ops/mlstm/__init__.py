@@ -3,9 +3,9 @@
 ``mlstm(q, k, v, i, f, state=None, mode="auto")`` dispatches; ``mode="auto"`` uses the recurrent step
 for T = 1 and otherwise the Triton chunkwise kernel (``triton.py``, forward and backward) when the kernels switch
 allows it (``seqzoo.kernels.want_triton``: CUDA by default) and the PyTorch chunkwise form when not.
-``reset (B, T)`` bool (True where a packed document starts) is taken by every PyTorch mode; the Triton kernel does
-not take it yet, so ``"auto"`` sends such inputs to the PyTorch chunkwise form (a fallback logged once with the
-reason) and an explicit ``mode="triton"`` refuses them. Derivations: README.md in this folder.
+``reset (B, T)`` bool (True where a packed document starts) is taken by every mode; the Triton forward kernel takes
+it, the Triton backward kernels do not yet, so the gradient of such a call comes from the PyTorch chunkwise
+recompute (logged once with the reason). Derivations: README.md in this folder.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from .recurrent import mlstm_recurrent, mlstm_step
 MODES = ("auto", "recurrent", "parallel", "chunkwise", "naive", "triton")
 
 
-# why the Triton kernel cannot take packed documents (the auto dispatch logs it once; mode="triton" refuses)
-RESET_UNFIT = "the Triton kernel does not take reset (packed document starts) yet"
+# why a Triton call with packed documents differentiates the PyTorch recompute (logged once)
+RESET_BACKWARD = "the Triton backward kernels do not take reset (packed document starts) yet"
 
 
 def mlstm(
@@ -48,12 +48,9 @@ def mlstm(
     if mode not in MODES:
         raise InputError(f"mlstm: mode must be one of {MODES}, got {mode!r}")
     check_inputs(q, k, v, i, f, state, forget_gate, eps, reset)
-    require(mode != "triton" or reset is None, f"mlstm: {RESET_UNFIT}; use mode='chunkwise'")
     if mode == "auto":
         mode = (
-            "recurrent"
-            if q.shape[1] == 1
-            else ("triton" if triton_fits(q, k, v, chunk_size, state, reset) else "chunkwise")
+            "recurrent" if q.shape[1] == 1 else ("triton" if triton_fits(q, k, v, chunk_size, state) else "chunkwise")
         )
     note_kernel("mlstm", mode, q.device)
     # the op picks its own precision (fp32 inside for 16-bit inputs): autocast would turn its matmuls to bf16 and
@@ -64,7 +61,11 @@ def mlstm(
 
             unfit = chunk_unfit(chunk_size)
             require(unfit is None, f"mlstm: {unfit}")
-            return mlstm_triton(q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate)
+            if reset is not None and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, i, f)):
+                note_kernel("mlstm", "torch chunkwise backward", q.device, why=RESET_BACKWARD)
+            return mlstm_triton(
+                q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate, reset=reset
+            )
         if mode == "chunkwise":
             return mlstm_chunkwise(
                 q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate, reset=reset
@@ -76,17 +77,15 @@ def mlstm(
         return mlstm_naive_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate, reset=reset)
 
 
-def triton_fits(q, k, v, chunk_size: int, state=None, reset=None) -> bool:
+def triton_fits(q, k, v, chunk_size: int, state=None) -> bool:
     """Should the chunkwise mLSTM run the Triton kernel (``seqzoo.kernels.want_triton``: the kernels switch,
     the device, float32/float16/bfloat16 inputs, a power-of-two chunk >= 16, and head dims at which every kernel
     has an autotune config that fits this GPU without spilling at the chunk or a halving of it: ``triton.py:
     kernel_tile``; qk heads over 256 never do, ``qk_head_unfit``; e.g. head dim 1024, or 256 in training, takes the
-    PyTorch chunkwise path, logged once). Inputs with ``reset`` (packed documents) take the PyTorch path too,
-    logged once with the reason (``RESET_UNFIT``)."""
+    PyTorch chunkwise path, logged once). Packed documents (``reset``) do not change the choice: the forward kernel
+    takes them."""
 
     def shape():
-        if reset is not None:
-            return RESET_UNFIT
         from .triton import shape_unfit
 
         return shape_unfit(q, k, v, chunk_size, state)
@@ -97,7 +96,7 @@ def triton_fits(q, k, v, chunk_size: int, state=None, reset=None) -> bool:
 __all__ = [
     "FORGET_GATES",
     "MODES",
-    "RESET_UNFIT",
+    "RESET_BACKWARD",
     "check_inputs",
     "log_forget",
     "mlstm",

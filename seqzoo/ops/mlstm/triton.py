@@ -16,7 +16,7 @@ loses |b|·2⁻²⁴ when the forget gates are strong.
 The last, partial chunk is masked (i = −inf, log f = 0 for the missing tokens), which equals the reference's
 shorter tail chunk, so any T works. Matmuls take bf16/fp16 operands on the GPU with fp32 accumulation.
 
-Backward (``backward="triton"``, the default). The stabilisers M_τ, m_c are treated as constants first; the
+Backward (``backward="triton"``, the default without ``reset``). The stabilisers M_τ, m_c are treated as constants first; the
 output is invariant to them except through ``eps`` and through the final state, which is stored in stabilised
 units (C_T = e^{−m_T} × the true state), and those two paths are added back at the end.
 
@@ -51,7 +51,14 @@ units (C_T = e^{−m_T} × the true state), and those two paths are added back a
    This is the gradient autograd gives through the reference's max() stabilisers (ties excepted).
 
 ``backward="torch"`` instead recomputes the forward with ``ops.mlstm.mlstm_chunkwise`` under autograd and
-differentiates that (kept for comparison).
+differentiates that (kept for comparison, and the backward of packed documents).
+
+Packed documents (``reset (B, T)``, ``HAS_RESET``): the forward kernel applies the rule of
+``ops/mlstm/chunkwise.py`` (README.md §6) per chunk: with ``seen_τ`` the starts in the chunk up to τ, pairs of two
+documents are masked, b is the within-document prefix (a masked row sum, own terms only), the entering state
+reaches only rows with ``seen_τ = 0``, the end state takes only the last document's keys, and a chunk holding a
+start has C-decay 0 and restarts m from 0. The backward kernels do not take resets yet: such calls differentiate
+the PyTorch chunkwise recompute (``backward="torch"``).
 """
 
 from __future__ import annotations
@@ -122,27 +129,41 @@ def _suffix_sums(f_ptr, g_off, tok, T, H, L: tl.constexpr):
 
 
 @triton.jit
-def _chunk_scores(q, k, scale, ig, phi, b, m, n, L: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
+def _chunk_scores(
+    q, k, scale, ig, phi, b, m, n, seen, L: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr, RESET: tl.constexpr
+):
     """Intra-chunk quantities from q (unscaled), k, i, log f, b = cumsum(log f) and the entering (m, n):
     P (L, L), S = (q̃ kᵀ) ⊙ P with q̃ = scale·q, w0 (L), den (L), M (L). Shared by the forward and both backward
     kernels so that the backward sees bit-identical stabilisers.
+
+    With ``RESET`` (packed documents), ``seen (L,)`` counts the document starts in the chunk up to each token and
+    b is the within-document prefix: pairs of two documents are masked, and the entering state reaches only the
+    rows before the first start (``seen == 0``); the other rows see a new document's fresh state (m = 0, weight 0),
+    as ``ops/mlstm/chunkwise.py`` does.
 
     q enters the dot as loaded (exact in a 16-bit DOT) and the scale multiplies the fp32 result: q̃ rounded to
     16 bits (1/√128 is no power of two) put a relative 2^-9 error into every score, which cancelling scores in
     den amplified ~300× at the GPU test's shape (bf16 h off by 20 % of max |h|)."""
     rl = tl.arange(0, L)
     Fm = _segsum(phi, L)
-    Dt = tl.where(rl[:, None] >= rl[None, :], Fm + ig[None, :], float("-inf"))  # (L, L) D̃
-    init = b + m  # (L,)
+    keep = rl[:, None] >= rl[None, :]
+    if RESET:
+        keep = keep & (seen[:, None] == seen[None, :])
+        init = b + tl.where(seen == 0, m, 0.0)  # (L,)
+    else:
+        init = b + m  # (L,)
+    Dt = tl.where(keep, Fm + ig[None, :], float("-inf"))  # (L, L) D̃
     M = tl.maximum(tl.max(Dt, 1), init)  # (L,)
     P = tl.exp(Dt - M[:, None])  # (L, L), 0 above the diagonal
     S = _dot(q, tl.trans(k), DOT, IEEE) * (P * scale)
     w0 = tl.exp(init - M)  # (L,)
+    if RESET:
+        w0 = tl.where(seen == 0, w0, 0.0)
     den = tl.sum(S, 1) + w0 * scale * tl.sum(q * n[None, :], 1)
     return P, S, w0, den, M
 
 
-@autotune(configs=_CONFIGS, key=["K", "V", "L", "HAS_STATE", "STATES_ONLY"])
+@autotune(configs=_CONFIGS, key=["K", "V", "L", "HAS_STATE", "STATES_ONLY", "HAS_RESET"])
 @triton.jit
 def _mlstm_fwd_kernel(
     q_ptr,
@@ -150,6 +171,7 @@ def _mlstm_fwd_kernel(
     v_ptr,
     i_ptr,
     f_ptr,
+    r_ptr,
     C0_ptr,
     n0_ptr,
     m0_ptr,
@@ -171,11 +193,13 @@ def _mlstm_fwd_kernel(
     BV: tl.constexpr,
     HAS_STATE: tl.constexpr,
     STATES_ONLY: tl.constexpr,
+    HAS_RESET: tl.constexpr,
     DOT: tl.constexpr,
     IEEE: tl.constexpr,
 ):
     # STATES_ONLY (backward's recompute): skip h; store the state entering every chunk into Cc (B·H, NC, K, V),
-    # nc (B·H, NC, K), mc (B·H, NC + 1) (mc[NC] = final m)
+    # nc (B·H, NC, K), mc (B·H, NC + 1) (mc[NC] = final m). HAS_RESET: r (B, T) int8, 1 where a document starts
+    # (the rule of ops/mlstm/chunkwise.py: masked pairs, within-document sums, decay 0 across a start)
     pid_bh = tl.program_id(0).to(tl.int64)
     pid_v = tl.program_id(1)
     bi = pid_bh // H
@@ -214,19 +238,32 @@ def _mlstm_fwd_kernel(
         ig = tl.load(i_ptr + g_off, mask=mt, other=float("-inf"))
         phi = tl.load(f_ptr + g_off, mask=mt, other=0.0)
 
-        b = tl.cumsum(phi, 0)  # (L,) b_τ
-        g = tl.sum(phi, 0)  # b_L
+        if HAS_RESET:
+            seen = tl.cumsum(tl.load(r_ptr + bi * T + tok, mask=mt, other=0).to(tl.int32), 0)  # starts up to τ
+            last = tl.max(seen, 0)  # the document of the chunk's last token (missing tokens add no start)
+            same = (seen[:, None] == seen[None, :]) & (rl[:, None] >= rl[None, :])
+            b = tl.sum(tl.where(same, phi[None, :], 0.0), 1)  # within-document prefix: own terms only
+            g = tl.sum(tl.where(seen == last, phi, 0.0), 0)  # from the last document's start to the chunk's end
+        else:
+            seen = rl
+            b = tl.cumsum(phi, 0)  # (L,) b_τ
+            g = tl.sum(phi, 0)  # b_L
         if not STATES_ONLY:
             q = tl.load(q_ptr + qk_off, mask=mt[:, None] & mk[None, :], other=0.0).to(tl.float32)
-            _, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, L, DOT, IEEE)
+            _, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, seen, L, DOT, IEEE, HAS_RESET)
             num = _dot(S, v, DOT, IEEE) + (w0 * scale)[:, None] * _dot(q, C, DOT, IEEE)
             hv = num / (tl.maximum(tl.abs(den), tl.exp(-M)) + eps)[:, None]
             tl.store(h_ptr + v_off, hv.to(h_ptr.dtype.element_ty), mask=mt[:, None] & mv[None, :])
 
         suf = _suffix_sums(f_ptr, g_off, tok, T, H, L)
         a = suf + ig  # (L,) g − b_σ + i_σ: log weight of token σ in the chunk-end state (−inf for missing tokens)
+        if HAS_RESET:  # only the last document's keys; a chunk holding a start drops C and restarts m from 0
+            a = tl.where(seen == last, a, float("-inf"))
+            m = tl.where(last > 0, 0.0, m)
         m_new = tl.maximum(g + m, tl.max(a, 0))
         fC = tl.exp(g + m - m_new)
+        if HAS_RESET:
+            fC = tl.where(last > 0, 0.0, fC)
         kw = k * tl.exp(a - m_new)[:, None]  # (L, BK)
         C = fC * C + _dot(tl.trans(kw), v, DOT, IEEE)
         n = fC * n + tl.sum(kw, 0)
@@ -316,7 +353,7 @@ def _mlstm_bwd_dstate_kernel(
         n = tl.load(nc_ptr + cc * K + rk, mask=mk, other=0.0)
         b = tl.cumsum(phi, 0)
         g = tl.sum(phi, 0)
-        _, _, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, L, DOT, IEEE)
+        _, _, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, b, L, DOT, IEEE, False)
         inv, dden = _dnum_dden(den, M, delta, eps)
         dh = tl.load(
             dh_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :], mask=mt[:, None] & mv[None, :], other=0.0
@@ -390,7 +427,7 @@ def _mlstm_bwd_kernel(
     n = tl.load(nc_ptr + cc * K + rk, mask=mk, other=0.0)
     dn_next = tl.load(dnc_ptr + cc * K + rk, mask=mk, other=0.0)
     b = tl.cumsum(phi, 0)
-    P, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, L, DOT, IEEE)
+    P, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, b, L, DOT, IEEE, False)
     inv, dden = _dnum_dden(den, M, delta, eps)
     suf = _suffix_sums(f_ptr, g_off, tok, T, H, L)
     ka = tl.exp(suf + ig - m_next)  # (L,) weight of k_σ v_σᵀ in the leaving state (0 for missing tokens)
@@ -422,7 +459,7 @@ def _mlstm_bwd_kernel(
     tl.store(dM_ptr + g_off, -delta * eps * inv, mask=mt)
 
 
-def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only):
+def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only, reset=None):
     B, T, H, K = q.shape
     V = v.shape[-1]
     dev = q.device
@@ -449,6 +486,7 @@ def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only):
         v,
         ig,
         phi,
+        ig if reset is None else reset,  # not read without resets
         C0,
         n0,
         m0,
@@ -469,14 +507,15 @@ def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only):
         BK=next_pow2(K),
         HAS_STATE=state is not None,
         STATES_ONLY=states_only,
+        HAS_RESET=reset is not None,
         DOT=dt,
         IEEE=dt == tl.float32,
     )
     return (C, n, m, Cc, nc, mc) if states_only else (h, C, n, m)
 
 
-def _forward(q, k, v, ig, phi, state, chunk, eps):
-    return _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=False)
+def _forward(q, k, v, ig, phi, state, chunk, eps, reset=None):
+    return _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=False, reset=reset)
 
 
 def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forget_gate):
@@ -588,12 +627,13 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
 
 class MLSTMTriton(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate, backward_impl):
-
+    def forward(ctx, q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate, backward_impl, reset=None):
         state = None if C0 is None else (C0, n0, m0)
         ig = i.float().contiguous()
         phi = log_forget(f.float(), forget_gate).contiguous()
-        h, C, n, m = _forward(q, k, v, ig, phi, state, chunk, eps)
+        r8 = None if reset is None else reset.to(torch.int8).contiguous()
+        h, C, n, m = _forward(q, k, v, ig, phi, state, chunk, eps, r8)
+        ctx.reset = reset  # the torch backward's recompute takes the same starts
         if backward_impl == "triton":
             ctx.save_for_backward(q, k, v, i, f, C0, n0, m0, ig, phi, h)
         else:
@@ -613,7 +653,7 @@ class MLSTMTriton(torch.autograd.Function):
                 None if (gr is None or not ctx.needs_input_grad[j]) else gr.to(ins[j].dtype)
                 for j, gr in enumerate(grads)
             ]
-            return (*out, None, None, None, None)
+            return (*out, None, None, None, None, None)
         # "torch": recompute with the PyTorch chunkwise path and differentiate it
 
         saved = ctx.saved_tensors
@@ -623,12 +663,14 @@ class MLSTMTriton(torch.autograd.Function):
             ]
             q, k, v, i, f, C0, n0, m0 = ins
             state = None if C0 is None else (C0, n0, m0)
-            h, (C, n, m) = mlstm_chunkwise(q, k, v, i, f, state, chunk_size=chunk, eps=eps, forget_gate=forget_gate)
+            h, (C, n, m) = mlstm_chunkwise(
+                q, k, v, i, f, state, chunk_size=chunk, eps=eps, forget_gate=forget_gate, reset=ctx.reset
+            )
             wrt = [t for t in ins if t is not None and t.requires_grad]
             grads = torch.autograd.grad((h, C, n, m), wrt, (dh, dC, dn, dm), allow_unused=True)
         it = iter(grads)
         out = [next(it) if (t is not None and t.requires_grad) else None for t in ins]
-        return (*out, None, None, None, None)
+        return (*out, None, None, None, None, None)
 
 
 def mlstm_triton(
@@ -641,21 +683,29 @@ def mlstm_triton(
     chunk_size: int | None = None,
     eps: float = 1e-6,
     forget_gate: str = "sigmoid",
-    backward: str = "triton",
+    backward: str | None = None,
+    reset=None,
 ):
     """Same contract as ``ops.mlstm.mlstm``: ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)``,
-    ``state = (C, n, m)`` or None -> ``h (B, T, H, V)`` in v's dtype and the final state in fp32.
+    ``state = (C, n, m)`` or None, ``reset (B, T)`` bool or None (packed document starts) -> ``h (B, T, H, V)`` in
+    v's dtype and the final state in fp32.
 
     ``chunk_size`` must be a power of two >= 16 (default 64 on the GPU, 16 under the interpreter); on a GPU where
     the kernels spill at that chunk length they run shorter tiles (``kernel_tile``, logged once).
-    ``backward``: ``"triton"`` (the kernels above, default) or ``"torch"`` (recompute with
-    ``ops.mlstm.mlstm_chunkwise`` under autograd). Gradients flow to q, k, v, i, f and the initial state
-    (C, n, m); the final m may also carry a gradient.
+    ``backward``: ``"triton"`` (the kernels above) or ``"torch"`` (recompute with ``ops.mlstm.mlstm_chunkwise``
+    under autograd); None (default): ``"triton"``, or ``"torch"`` with ``reset``, which the backward kernels do not
+    take yet (the forward kernel does). Gradients flow to q, k, v, i, f and the initial state (C, n, m); the final m
+    may also carry a gradient.
     """
 
-    if backward not in ("triton", "torch"):
-        raise InputError(f"mlstm_triton: backward must be 'triton' or 'torch', got {backward!r}")
-    check_inputs(q, k, v, i, f, state, forget_gate, eps)
+    if backward not in (None, "triton", "torch"):
+        raise InputError(f"mlstm_triton: backward must be 'triton', 'torch' or None, got {backward!r}")
+    check_inputs(q, k, v, i, f, state, forget_gate, eps, reset)
+    require(
+        reset is None or backward != "triton",
+        "mlstm_triton: the Triton backward does not take reset (packed document starts) yet; use backward='torch'",
+    )
+    backward = backward or ("triton" if reset is None else "torch")
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_float(name, t)
     chunk = chunk_size or (16 if interpreting() else 64)
@@ -667,14 +717,14 @@ def mlstm_triton(
         require(wide is None, f"mlstm_triton: q: {wide}; use mode='chunkwise'")
     if tile is not None and tile < chunk:  # logged once: a kernel spills at the chunk length on this GPU
         note_kernel("mlstm", f"triton (tiles of {tile} tokens for chunk {chunk})", q.device)
-    return _run(q, k, v, i, f, state, tile or chunk, eps, forget_gate, backward)
+    return _run(q, k, v, i, f, state, tile or chunk, eps, forget_gate, backward, reset)
 
 
-def _run(q, k, v, i, f, state, tile, eps, forget_gate, backward):
+def _run(q, k, v, i, f, state, tile, eps, forget_gate, backward, reset=None):
     """The kernels with token tiles of ``tile`` (``kernel_tile``'s choice; the shape probe calls this directly)."""
     q, k, v, i, f = (t.contiguous() for t in (q, k, v, i, f))
     C0, n0, m0 = (None, None, None) if state is None else (s.float().contiguous() for s in state)
-    h, C, n, m = apply(MLSTMTriton, q, k, v, i, f, C0, n0, m0, tile, eps, forget_gate, backward)
+    h, C, n, m = apply(MLSTMTriton, q, k, v, i, f, C0, n0, m0, tile, eps, forget_gate, backward, reset)
     return h, (C, n, m)
 
 
