@@ -230,7 +230,7 @@ class MLSTM(Mixer):
             k = rearrange(k, "b t (h k) -> b t h k", h=H)
             v = rearrange(v, "b t (h v) -> b t h v", h=H)
         # the chunkwise mode runs the Triton kernel, forward and backward (training too), where the kernels
-        # switch allows it (CUDA by default); with document starts its gradient is the PyTorch recompute (logged once)
+        # switch allows it (CUDA by default), document starts included
         impl = "triton" if mode == "chunkwise" and triton_fits(q, k, v, self.chunk_size, cell_state) else mode
         return mlstm(
             q,

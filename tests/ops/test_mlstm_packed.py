@@ -5,9 +5,8 @@ run alone through the naive step loop as a fresh stream, in float64: outputs, th
 document), and the gradients of q, k, v, i, f and of the carried-in state (which reaches only the positions before
 the first start). Cases: starts at a chunk edge and inside a chunk, one-token documents, a start at the last
 position, a start at position 0 with a carried state, batch rows with different starts, a tail chunk. Also: split
-anywhere = whole with resets, a packed prefill continued step by step across a start, the Triton forward kernel with
-resets (under the interpreter without a GPU) and its PyTorch-recompute backward (logged; the Triton backward refuses
-resets), and bad ``reset`` refused before any work.
+anywhere = whole with resets, a packed prefill continued step by step across a start, the Triton kernels with resets
+(forward and backward, under the interpreter without a GPU), and bad ``reset`` refused before any work.
 """
 
 import itertools
@@ -18,7 +17,8 @@ import torch
 from helpers import DEV, GRAD_SCALE, assert_close, grads, needs_triton
 
 from seqzoo.errors import InputError
-from seqzoo.ops.mlstm import RESET_BACKWARD, mlstm, mlstm_naive_parallel, mlstm_naive_recurrent, mlstm_step
+from seqzoo.kernels import use_kernels
+from seqzoo.ops.mlstm import mlstm, mlstm_naive_parallel, mlstm_naive_recurrent, mlstm_step
 
 f64 = torch.float64
 B, T, H, K, V = 2, 23, 2, 4, 3
@@ -83,25 +83,33 @@ def outputs_and_grads(fn, inputs, state, reset):
     st = None if state is None else tuple(t.clone().requires_grad_(True) for t in state)
     h, (C, n, m) = fn(*leaves, st, reset)
     g = torch.Generator().manual_seed(7)
-    weights = [torch.randn(t.shape, generator=g, dtype=f64) for t in (h, C, n)]
+    weights = [torch.randn(t.shape, generator=g, dtype=f64).to(t.device) for t in (h, C, n)]
     # m is piecewise constant (a max): its gradient is checked through h
     gs = grads([h, C, n], leaves + list(st or []), weights)
     return (h, C, n, m), gs
+
+
+def assert_matches_separate(run, inputs, state, reset, *, eps, tol, dtype=f64, device="cpu"):
+    """``run(q, k, v, i, f, state, reset)`` on ``dtype`` / ``device`` copies against ``separate`` in float64:
+    h, the final (C, n, m) and the gradients of q, k, v, i, f and the initial state, to ``tol`` (gradients
+    ``tol * GRAD_SCALE``)."""
+    ins = [t.to(device, dtype) for t in inputs]
+    st = None if state is None else tuple(t.to(device, dtype) for t in state)
+    got, got_grads = outputs_and_grads(run, ins, st, reset.to(device))
+    ref, ref_grads = outputs_and_grads(lambda *a: separate(*a, eps=eps), inputs, state, reset)
+    for name, a, b in zip(("h", "C", "n", "m"), got, ref, strict=True):
+        assert_close(a, b, tol, name=name)
+    for name, a, b in zip(["q", "k", "v", "i", "f", "C0", "n0", "m0"], got_grads, ref_grads, strict=False):
+        assert_close(a, b, tol * GRAD_SCALE, name=f"d{name}")
 
 
 @pytest.mark.parametrize("with_state", [False, True])
 @pytest.mark.parametrize("mode,L", CASES)
 def test_packed_equals_separate_fp64(mode, L, with_state):
     inputs, state = make()
-    state = state if with_state else None
-    reset = reset_from(STARTS)
-    got, got_grads = outputs_and_grads(packed(mode, L), inputs, state, reset)
-    ref, ref_grads = outputs_and_grads(separate, inputs, state, reset)
-    for name, a, b in zip(("h", "C", "n", "m"), got, ref):
-        assert_close(a, b, 1e-12, name=name)
-    names = ["q", "k", "v", "i", "f", "C0", "n0", "m0"]
-    for name, a, b in zip(names, got_grads, ref_grads):
-        assert_close(a, b, 1e-12 * GRAD_SCALE, name=f"d{name}")
+    assert_matches_separate(
+        packed(mode, L), inputs, state if with_state else None, reset_from(STARTS), eps=0.0, tol=1e-12
+    )
 
 
 def test_carried_state_reaches_only_the_first_document():
@@ -200,59 +208,87 @@ def test_bad_reset_refused_before_work():
 
 
 @needs_triton
+@pytest.mark.parametrize("backward", ["triton", "torch"])
 @pytest.mark.parametrize("with_state", [False, True])
-def test_triton_forward_with_resets_equals_separate(with_state):
-    """The Triton forward kernel with ``HAS_RESET`` (fp32, under the interpreter without a GPU) against each document
-    run alone through the naive loop in float64: outputs and the last documents' final states; the gradients (the
-    PyTorch chunkwise recompute, as the Triton backward kernels do not take resets) of every input. T = 37 with
-    chunks of 16: starts at a chunk edge (16, 32), inside a chunk (5, 6: a one-token document), at the last position
-    (36), in the ragged tail, and at 0 in the second row."""
+def test_triton_with_resets_equals_separate(with_state, backward):
+    """The Triton kernels with ``HAS_RESET`` (fp32, under the interpreter without a GPU) against each document run
+    alone through the naive loop in float64: outputs, the last documents' final states and the gradients of every
+    input, from the Triton backward kernels (``backward="triton"``, the default) and from the PyTorch recompute
+    (``"torch"``). T = 37 with chunks of 16: starts at a chunk edge (16, 32), inside a chunk (5, 6: a one-token
+    document), at the last position (36), in the ragged tail, and at 0 in the second row."""
+    from seqzoo.ops.mlstm.triton import mlstm_triton
+
     Tt = 37
     inputs, state = make(seed=10, T=Tt)
-    state = state if with_state else None
     reset = reset_from([[5, 6, 16, 32, 36], [0, 20, 33]], T=Tt)
-    f32 = [t.to(DEV, torch.float32) for t in inputs]
-    st32 = None if state is None else tuple(t.to(DEV, torch.float32) for t in state)
-    got, got_grads = outputs_and_grads(
-        lambda *a: mlstm(*a[:5], a[5], mode="triton", chunk_size=16, eps=1e-6, reset=a[6]), f32, st32, reset.to(DEV)
-    )
-    ref, ref_grads = outputs_and_grads(lambda *a: separate(*a, eps=1e-6), inputs, state, reset)
-    for name, a, b in zip(("h", "C", "n", "m"), got, ref, strict=True):
-        assert_close(a, b, 1e-4, name=name)
-    for name, a, b in zip(["q", "k", "v", "i", "f", "C0", "n0", "m0"], got_grads, ref_grads, strict=False):
-        assert_close(a, b, 1e-4 * GRAD_SCALE, name=f"d{name}")
+
+    def run(*a):
+        return mlstm_triton(*a[:5], a[5], chunk_size=16, eps=1e-6, backward=backward, reset=a[6])
+
+    state = state if with_state else None
+    assert_matches_separate(run, inputs, state, reset, eps=1e-6, tol=1e-4, dtype=torch.float32, device=DEV)
 
 
 @needs_triton
-def test_triton_forward_without_starts_is_unchanged():
-    """An all-False reset takes the HAS_RESET kernel and gives the plain kernel's result (same sums, same order
-    where no start is seen)."""
+def test_triton_without_starts_is_unchanged():
+    """An all-False reset takes the HAS_RESET kernels and gives the plain kernels' outputs, states and gradients."""
     inputs, state = make(seed=12, T=21)
     f32 = [t.to(DEV, torch.float32) for t in inputs]
     st32 = tuple(t.to(DEV, torch.float32) for t in state)
-    with torch.no_grad():
-        h0, s0 = mlstm(*f32, st32, mode="triton", chunk_size=16)
-        h1, s1 = mlstm(*f32, st32, mode="triton", chunk_size=16, reset=torch.zeros(B, 21, dtype=torch.bool, device=DEV))
-    assert_close(h1, h0, 1e-6)
-    for a, b in zip(s1, s0, strict=True):
+    none = torch.zeros(B, 21, dtype=torch.bool, device=DEV)
+    plain, plain_grads = outputs_and_grads(lambda *a: mlstm(*a[:6], mode="triton", chunk_size=16), f32, st32, None)
+    got, got_grads = outputs_and_grads(
+        lambda *a: mlstm(*a[:6], mode="triton", chunk_size=16, reset=a[6]), f32, st32, none
+    )
+    for a, b in zip((*got, *got_grads), (*plain, *plain_grads), strict=True):
         assert_close(a, b, 1e-6)
 
 
 @needs_triton
-def test_triton_backward_kernels_refuse_resets(caplog, kernels_reset):
-    """Asked for the Triton backward with resets, ``mlstm_triton`` says why it cannot (never ignores the starts);
-    through ``mlstm`` the gradient comes from the PyTorch recompute, logged once with the reason."""
-    from seqzoo.ops.mlstm.triton import mlstm_triton
+def test_triton_gate_gradients_route_through_the_restarted_stabiliser():
+    """Strong input gates (i~ up to +-8) make the stabiliser's arg-max jump between tokens, m_0 and a new document's
+    fresh m = 0; the Triton backward routes the eps-path gradient of M the way autograd through the naive loop does
+    (``_stabiliser_routes``: a running maximum restarted at each start). eps = 1e-2 makes that path large."""
+    Tt = 29
+    inputs, state = make(seed=13, T=Tt)
+    inputs[3] = 8 * torch.tanh(inputs[3])
+    state = (state[0], state[1], state[2] + 2.0)
+    reset = reset_from([[7, 8, 19], [11, 16, 17, 28]], T=Tt)
 
-    inputs, _ = make()
-    f32 = [t.to(DEV, torch.float32).requires_grad_(True) for t in inputs]
-    reset = reset_from(STARTS).to(DEV)
-    with pytest.raises(InputError, match="reset"):
-        mlstm_triton(*f32, chunk_size=16, backward="triton", reset=reset)
-    with caplog.at_level(logging.WARNING, logger="seqzoo.kernels"):
-        for _ in range(2):
-            mlstm(*f32, mode="triton", chunk_size=16, reset=reset)
-    assert [r.getMessage() for r in caplog.records] == [
-        f"seqzoo.kernels: mlstm falls back to the torch chunkwise backward path on {torch.device(DEV).type} tensors: "
-        f"{RESET_BACKWARD}"
-    ]
+    def run(*a):
+        return mlstm(*a[:6], mode="triton", chunk_size=16, eps=1e-2, reset=a[6])
+
+    assert_matches_separate(run, inputs, state, reset, eps=1e-2, tol=1e-4, dtype=torch.float32, device=DEV)
+
+
+@needs_triton
+def test_mlstm_layer_with_segment_pos_on_the_triton_kernels(caplog, kernels_reset):
+    """The mLSTM layer with packed documents through the Triton kernels (its conv and its cell; forced on the CPU
+    interpreter, ``auto`` on a GPU) equals the same layer on the PyTorch paths: output, a continuation from the final
+    state, and every parameter's gradient, fp32. The kernels' first-use log shows that they ran."""
+    from seqzoo.mixers import build_mixer
+
+    torch.manual_seed(0)
+    m = build_mixer("mlstm", d_model=16, n_heads=2, chunk_size=16).to(DEV)
+    x = torch.randn(2, 21, 16, generator=torch.Generator().manual_seed(1)).to(DEV)
+    reset = reset_from([[0, 3, 4, 16, 19], [0, 16]], T=21)  # one-token documents, starts inside and at chunk edges
+    t = torch.arange(21)
+    sp = (t - torch.where(reset, t, 0).cummax(1).values).to(DEV)  # position inside the document
+
+    def run(setting):
+        m.zero_grad()
+        with use_kernels(setting):
+            y, s = m(x, mode="chunkwise", segment_pos=sp)
+            y2, _ = m(x[:, :3], state=s, mode="chunkwise")
+        (y.square().sum() + y2.square().sum()).backward()
+        return y.detach(), y2.detach(), {n: p.grad.clone() for n, p in m.named_parameters()}
+
+    caplog.set_level(logging.INFO, logger="seqzoo.kernels")
+    ref = run("torch")
+    got = run("triton" if DEV == "cpu" else "auto")
+    assert_close(got[0], ref[0], 1e-4, name="y")
+    assert_close(got[1], ref[1], 1e-4, name="continuation")
+    for name in ref[2]:
+        assert_close(got[2][name], ref[2][name], 1e-4 * GRAD_SCALE, name=f"d{name}")
+    ran = " ".join(r.getMessage() for r in caplog.records)
+    assert "mlstm runs the triton implementation" in ran and "causal_conv1d runs the triton implementation" in ran

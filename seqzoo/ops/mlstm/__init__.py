@@ -3,9 +3,8 @@
 ``mlstm(q, k, v, i, f, state=None, mode="auto")`` dispatches; ``mode="auto"`` uses the recurrent step
 for T = 1 and otherwise the Triton chunkwise kernel (``triton.py``, forward and backward) when the kernels switch
 allows it (``seqzoo.kernels.want_triton``: CUDA by default) and the PyTorch chunkwise form when not.
-``reset (B, T)`` bool (True where a packed document starts) is taken by every mode; the Triton forward kernel takes
-it, the Triton backward kernels do not yet, so the gradient of such a call comes from the PyTorch chunkwise
-recompute (logged once with the reason). Derivations: README.md in this folder.
+``reset (B, T)`` bool (True where a packed document starts) is taken by every mode, the Triton kernels forward and
+backward included. Derivations: README.md in this folder.
 """
 
 from __future__ import annotations
@@ -21,10 +20,6 @@ from .parallel import mlstm_parallel, stable_forget_matrix
 from .recurrent import mlstm_recurrent, mlstm_step
 
 MODES = ("auto", "recurrent", "parallel", "chunkwise", "naive", "triton")
-
-
-# why a Triton call with packed documents differentiates the PyTorch recompute (logged once)
-RESET_BACKWARD = "the Triton backward kernels do not take reset (packed document starts) yet"
 
 
 def mlstm(
@@ -61,8 +56,6 @@ def mlstm(
 
             unfit = chunk_unfit(chunk_size)
             require(unfit is None, f"mlstm: {unfit}")
-            if reset is not None and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, i, f)):
-                note_kernel("mlstm", "torch chunkwise backward", q.device, why=RESET_BACKWARD)
             return mlstm_triton(
                 q, k, v, i, f, state, chunk_size=chunk_size, eps=eps, forget_gate=forget_gate, reset=reset
             )
@@ -96,7 +89,6 @@ def triton_fits(q, k, v, chunk_size: int, state=None) -> bool:
 __all__ = [
     "FORGET_GATES",
     "MODES",
-    "RESET_BACKWARD",
     "check_inputs",
     "log_forget",
     "mlstm",

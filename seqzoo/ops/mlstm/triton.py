@@ -16,7 +16,7 @@ loses |b|·2⁻²⁴ when the forget gates are strong.
 The last, partial chunk is masked (i = −inf, log f = 0 for the missing tokens), which equals the reference's
 shorter tail chunk, so any T works. Matmuls take bf16/fp16 operands on the GPU with fp32 accumulation.
 
-Backward (``backward="triton"``, the default without ``reset``). The stabilisers M_τ, m_c are treated as constants first; the
+Backward (``backward="triton"``, the default). The stabilisers M_τ, m_c are treated as constants first; the
 output is invariant to them except through ``eps`` and through the final state, which is stored in stabilised
 units (C_T = e^{−m_T} × the true state), and those two paths are added back at the end.
 
@@ -51,14 +51,18 @@ units (C_T = e^{−m_T} × the true state), and those two paths are added back a
    This is the gradient autograd gives through the reference's max() stabilisers (ties excepted).
 
 ``backward="torch"`` instead recomputes the forward with ``ops.mlstm.mlstm_chunkwise`` under autograd and
-differentiates that (kept for comparison, and the backward of packed documents).
+differentiates that (kept for comparison).
 
-Packed documents (``reset (B, T)``, ``HAS_RESET``): the forward kernel applies the rule of
-``ops/mlstm/chunkwise.py`` (README.md §6) per chunk: with ``seen_τ`` the starts in the chunk up to τ, pairs of two
-documents are masked, b is the within-document prefix (a masked row sum, own terms only), the entering state
-reaches only rows with ``seen_τ = 0``, the end state takes only the last document's keys, and a chunk holding a
-start has C-decay 0 and restarts m from 0. The backward kernels do not take resets yet: such calls differentiate
-the PyTorch chunkwise recompute (``backward="torch"``).
+Packed documents (``reset (B, T)``, ``HAS_RESET`` in every kernel): each chunk applies the rule of
+``ops/mlstm/chunkwise.py`` (README.md §6), from ``_chunk_docs``: with ``seen_τ`` the starts in the chunk up to τ,
+pairs of two documents are masked, b is the within-document prefix (a masked row sum, own terms only), the
+entering state reaches only rows with ``seen_τ = 0`` (w0 = 0 after a start), the leaving state takes only the last
+document's keys (a_σ, and the backward's e^{a_σ−m_{c+1}}, 0 before the last start), and a chunk holding a start
+has C-decay 0 (also in the reverse dC/dn sweep) and restarts m from 0. Step 4 holds per document with B'_t, the
+within-document cumsum of log f: R_t = max(base_t, max_{s<=t in t's document} (i_s − B'_s)) with base_t = m_0
+before the first start and 0 (a new document's fresh m) after one, and dlog f_j sums dB'_t over t >= j in j's
+document (``_stabiliser_routes``, ``_segment_cumsum``, ``_segment_argmax``: log-step scans that never add terms
+of two documents).
 """
 
 from __future__ import annotations
@@ -126,6 +130,27 @@ def _suffix_sums(f_ptr, g_off, tok, T, H, L: tl.constexpr):
     rl = tl.arange(0, L)
     nxt = tl.load(f_ptr + g_off + H, mask=(tok + 1 < T) & (rl + 1 < L), other=0.0)
     return tl.cumsum(nxt, 0, reverse=True)
+
+
+@triton.jit
+def _chunk_docs(r_ptr, bi, T, tok, mt, phi, L: tl.constexpr, HAS_RESET: tl.constexpr):
+    """Per chunk: ``seen (L,)`` the document starts in the chunk up to each token (r (B, T) int8), ``last`` its value
+    at the chunk's end, ``b (L,)`` the log decay from the token's document start (or the chunk's start) to the
+    token, and ``g`` that of the chunk's last document to the chunk's end. With resets b is a masked row sum of
+    the own terms (no sum runs across a start); without, ``seen`` is a placeholder and b a plain cumsum."""
+    rl = tl.arange(0, L)
+    if HAS_RESET:
+        seen = tl.cumsum(tl.load(r_ptr + bi * T + tok, mask=mt, other=0).to(tl.int32), 0)
+        last = tl.max(seen, 0)  # missing tokens of a last partial chunk add no start
+        same = (seen[:, None] == seen[None, :]) & (rl[:, None] >= rl[None, :])
+        b = tl.sum(tl.where(same, phi[None, :], 0.0), 1)
+        g = tl.sum(tl.where(seen == last, phi, 0.0), 0)
+    else:
+        seen = rl
+        last = 0
+        b = tl.cumsum(phi, 0)  # (L,) b_τ
+        g = tl.sum(phi, 0)  # b_L
+    return seen, last, b, g
 
 
 @triton.jit
@@ -238,16 +263,7 @@ def _mlstm_fwd_kernel(
         ig = tl.load(i_ptr + g_off, mask=mt, other=float("-inf"))
         phi = tl.load(f_ptr + g_off, mask=mt, other=0.0)
 
-        if HAS_RESET:
-            seen = tl.cumsum(tl.load(r_ptr + bi * T + tok, mask=mt, other=0).to(tl.int32), 0)  # starts up to τ
-            last = tl.max(seen, 0)  # the document of the chunk's last token (missing tokens add no start)
-            same = (seen[:, None] == seen[None, :]) & (rl[:, None] >= rl[None, :])
-            b = tl.sum(tl.where(same, phi[None, :], 0.0), 1)  # within-document prefix: own terms only
-            g = tl.sum(tl.where(seen == last, phi, 0.0), 0)  # from the last document's start to the chunk's end
-        else:
-            seen = rl
-            b = tl.cumsum(phi, 0)  # (L,) b_τ
-            g = tl.sum(phi, 0)  # b_L
+        seen, last, b, g = _chunk_docs(r_ptr, bi, T, tok, mt, phi, L, HAS_RESET)
         if not STATES_ONLY:
             q = tl.load(q_ptr + qk_off, mask=mt[:, None] & mk[None, :], other=0.0).to(tl.float32)
             _, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, seen, L, DOT, IEEE, HAS_RESET)
@@ -287,13 +303,14 @@ def _dnum_dden(den, M, delta, eps):
     return inv, dden
 
 
-@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L", "HAS_RESET"])
 @triton.jit
 def _mlstm_bwd_dstate_kernel(
     q_ptr,
     k_ptr,
     i_ptr,
     f_ptr,
+    r_ptr,
     dh_ptr,
     delta_ptr,
     nc_ptr,
@@ -313,11 +330,13 @@ def _mlstm_bwd_dstate_kernel(
     L: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
+    HAS_RESET: tl.constexpr,
     DOT: tl.constexpr,
     IEEE: tl.constexpr,
 ):
     """Reverse sweep: dCc[c], dnc[c] = ∂loss/∂(state leaving chunk c);
-    dC_c = e^{g+m_c−m_{c+1}} dC_{c+1} + Σ_τ w0_τ q̃_τ dnum_τᵀ,  dn_c = e^{g+m_c−m_{c+1}} dn_{c+1} + Σ_τ w0_τ dden_τ q̃_τ."""
+    dC_c = e^{g+m_c−m_{c+1}} dC_{c+1} + Σ_τ w0_τ q̃_τ dnum_τᵀ,  dn_c = e^{g+m_c−m_{c+1}} dn_{c+1} + Σ_τ w0_τ dden_τ q̃_τ.
+    With resets a chunk holding a start passes nothing back (its decay is 0) and w0 is 0 after its first start."""
     pid_bh = tl.program_id(0).to(tl.int64)
     pid_v = tl.program_id(1)
     bi = pid_bh // H
@@ -351,15 +370,17 @@ def _mlstm_bwd_dstate_kernel(
         m = tl.load(mc_ptr + pid_bh * (NC + 1) + c)
         m_next = tl.load(mc_ptr + pid_bh * (NC + 1) + c + 1)
         n = tl.load(nc_ptr + cc * K + rk, mask=mk, other=0.0)
-        b = tl.cumsum(phi, 0)
-        g = tl.sum(phi, 0)
-        _, _, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, b, L, DOT, IEEE, False)
+        seen, last, b, g = _chunk_docs(r_ptr, bi, T, tok, mt, phi, L, HAS_RESET)
+        _, _, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, seen, L, DOT, IEEE, HAS_RESET)
         inv, dden = _dnum_dden(den, M, delta, eps)
         dh = tl.load(
             dh_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :], mask=mt[:, None] & mv[None, :], other=0.0
         ).to(tl.float32)
         qw = q * (w0 * scale)[:, None]  # (L, BK) w0 q̃
-        fC = tl.exp(g + m - m_next)
+        if HAS_RESET:  # as the forward: the stabiliser restarts from 0 and the carried state is dropped
+            fC = tl.where(last > 0, 0.0, tl.exp(g + tl.where(last > 0, 0.0, m) - m_next))
+        else:
+            fC = tl.exp(g + m - m_next)
         dC = fC * dC + _dot(tl.trans(qw), dh * inv[:, None], DOT, IEEE)
         dn = fC * dn + tl.sum(qw * dden[:, None], 0)
     tl.store(dC0_ptr + pid_bh * K * V + st, dC, mask=sm)
@@ -367,7 +388,7 @@ def _mlstm_bwd_dstate_kernel(
         tl.store(dn0_ptr + pid_bh * K + rk, dn, mask=mk)
 
 
-@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L", "HAS_RESET"])
 @triton.jit
 def _mlstm_bwd_kernel(
     q_ptr,
@@ -375,6 +396,7 @@ def _mlstm_bwd_kernel(
     v_ptr,
     i_ptr,
     f_ptr,
+    r_ptr,
     dh_ptr,
     delta_ptr,
     Cc_ptr,
@@ -395,6 +417,7 @@ def _mlstm_bwd_kernel(
     L: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
+    HAS_RESET: tl.constexpr,
     DOT: tl.constexpr,
     IEEE: tl.constexpr,
 ):
@@ -426,11 +449,13 @@ def _mlstm_bwd_kernel(
     m_next = tl.load(mc_ptr + pid_bh * (NC + 1) + c + 1)
     n = tl.load(nc_ptr + cc * K + rk, mask=mk, other=0.0)
     dn_next = tl.load(dnc_ptr + cc * K + rk, mask=mk, other=0.0)
-    b = tl.cumsum(phi, 0)
-    P, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, b, L, DOT, IEEE, False)
+    seen, last, b, _ = _chunk_docs(r_ptr, bi, T, tok, mt, phi, L, HAS_RESET)
+    P, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, seen, L, DOT, IEEE, HAS_RESET)
     inv, dden = _dnum_dden(den, M, delta, eps)
     suf = _suffix_sums(f_ptr, g_off, tok, T, H, L)
     ka = tl.exp(suf + ig - m_next)  # (L,) weight of k_σ v_σᵀ in the leaving state (0 for missing tokens)
+    if HAS_RESET:  # only the chunk's last document reaches the leaving state
+        ka = tl.where(seen == last, ka, 0.0)
 
     dA = tl.zeros([L, L], dtype=tl.float32)  # Σ_v dnum_τv v_σv
     dqi = tl.zeros([L, BK], dtype=tl.float32)  # C_c dnum_τ
@@ -518,9 +543,9 @@ def _forward(q, k, v, ig, phi, state, chunk, eps, reset=None):
     return _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=False, reset=reset)
 
 
-def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forget_gate):
-    """Triton backward (module docstring, steps 1-4). ``ig, phi`` fp32 (B, T, H); returns fp32
-    dq, dk, di, df, dC0, dn0, dm0 and dv in v's dtype (the state gradients are None without a state)."""
+def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forget_gate, reset=None):
+    """Triton backward (module docstring, steps 1-4). ``ig, phi`` fp32 (B, T, H), ``reset`` (B, T) int8 or None;
+    returns fp32 dq, dk, di, df, dC0, dn0, dm0 and dv in v's dtype (the state gradients are None without a state)."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     dev = q.device
@@ -529,7 +554,8 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
     ieee = dt == tl.float32
     scale = K**-0.5
     NC = triton.cdiv(T, chunk)
-    CT, nT, mT, Cc, nc, mc = _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=True)
+    CT, nT, mT, Cc, nc, mc = _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=True, reset=reset)
+    r8 = ig if reset is None else reset  # not read without resets
 
     dh = dh.contiguous()
     delta = (dh.float() * h.float()).sum(-1).contiguous()  # (B, T, H) δ_τ = dh_τ·h_τ
@@ -547,6 +573,7 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
         k,
         ig,
         phi,
+        r8,
         dh,
         delta,
         nc,
@@ -565,6 +592,7 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
         eps,
         L=chunk,
         BK=BK,
+        HAS_RESET=reset is not None,
         DOT=dt,
         IEEE=ieee,
     )
@@ -580,6 +608,7 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
         v,
         ig,
         phi,
+        r8,
         dh,
         delta,
         Cc,
@@ -599,6 +628,7 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
         eps,
         L=chunk,
         BK=BK,
+        HAS_RESET=reset is not None,
         DOT=dt,
         IEEE=ieee,
     )
@@ -610,19 +640,63 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
     dm_T = torch.zeros_like(mT) if dmT is None else dmT.float()
     dB[:, -1] += dm_T
     dR[:, -1] += dm_T - (CT * dCT).sum((-2, -1)) - (nT * dnT).sum(-1)
-    Bg = phi.double().cumsum(1)  # (B, T, H) global cumsum of log f
     m0 = torch.zeros(B, H, device=dev, dtype=torch.float64) if state is None else state[2].double()
-    cand = torch.cat([m0[:, None], ig.double() - Bg], 1)  # (B, T + 1, H): index 0 = m_0, s + 1 = token s
-    src = torch.zeros(B, T + 1, H, device=dev, dtype=torch.float32).scatter_add_(1, cand.cummax(1).indices[:, 1:], dR)
-    di += src[:, 1:]
-    dB -= src[:, 1:]
-    dphi = dB.double().flip(1).cumsum(1).flip(1).float()  # dlog f_j = Σ_{t>=j} dB_t
+    if reset is None:
+        Bg = phi.double().cumsum(1)  # (B, T, H) global cumsum of log f
+        cand = torch.cat([m0[:, None], ig.double() - Bg], 1)  # (B, T + 1, H): index 0 = m_0, s + 1 = token s
+        src = torch.zeros(B, T + 1, H, device=dev, dtype=torch.float32)
+        src.scatter_add_(1, cand.cummax(1).indices[:, 1:], dR)
+        to_tokens, to_m0 = src[:, 1:], src[:, 0]
+    else:
+        doc = reset.long().cumsum(1)[..., None]  # (B, T, 1) document index
+        to_tokens, to_m0 = _stabiliser_routes(ig, phi, m0, dR, doc)
+    di += to_tokens
+    dB -= to_tokens
+    if reset is None:
+        dphi = dB.double().flip(1).cumsum(1).flip(1).float()  # dlog f_j = Σ_{t>=j} dB_t
+    else:  # dlog f_j = Σ over t >= j in j's document (B_t holds log f_j only there)
+        dphi = _segment_cumsum(dB.double().flip(1), doc.flip(1)).flip(1).float()
     df = dphi * torch.sigmoid(-f.float()) if forget_gate == "sigmoid" else dphi
     if state is None:
         return dq, dk, dv, di, df, None, None, None
     C0, n0, _ = state
-    dm0 = (C0 * dC0).sum((-2, -1)) + (n0 * dn0).sum(-1) + src[:, 0]
+    dm0 = (C0 * dC0).sum((-2, -1)) + (n0 * dn0).sum(-1) + to_m0
     return dq, dk, dv, di, df, dC0, dn0, dm0
+
+
+def _segment_cumsum(x: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
+    """``x (B, T, H)``, ``doc (B, T, 1)`` labels constant on contiguous documents -> Σ_{l<=t, doc_l = doc_t} x_l.
+    A log-step scan that only ever adds terms of one document (never a difference of sums across a start)."""
+    out, shift = x, 1
+    while shift < x.shape[1]:
+        same = doc[:, shift:] == doc[:, :-shift]
+        out = torch.cat([out[:, :shift], out[:, shift:] + torch.where(same, out[:, :-shift], 0.0)], 1)
+        shift *= 2
+    return out
+
+
+def _segment_argmax(x: torch.Tensor, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The running maximum of ``x (B, T, H)`` inside each document (``doc`` as ``_segment_cumsum``) and where it is
+    (the latest index on ties, as ``torch.cummax``), by the same log-step scan."""
+    val, idx, shift = x, torch.arange(x.shape[1], device=x.device)[None, :, None].expand_as(x), 1
+    while shift < x.shape[1]:
+        take = (doc[:, shift:] == doc[:, :-shift]) & (val[:, :-shift] > val[:, shift:])
+        val = torch.cat([val[:, :shift], torch.where(take, val[:, :-shift], val[:, shift:])], 1)
+        idx = torch.cat([idx[:, :shift], torch.where(take, idx[:, :-shift], idx[:, shift:])], 1)
+        shift *= 2
+    return val, idx
+
+
+def _stabiliser_routes(ig, phi, m0, dR, doc):
+    """Step 4 with packed documents: R_t = max(base_t, max_{s<=t in t's document} (i_s - B'_s)), B' the
+    within-document cumsum of log f, base_t = m_0 before the first start and 0 (a new document's fresh m) after
+    one. Returns dR routed to the arg-max tokens (B, T, H) and to m_0 (B, H)."""
+    best, at = _segment_argmax(ig.double() - _segment_cumsum(phi.double(), doc), doc)
+    base = torch.where(doc == 0, m0[:, None], 0.0)
+    token = best >= base  # ties go to the token, as cummax's latest index in the plain route
+    to_tokens = torch.zeros_like(dR).scatter_add_(1, at, torch.where(token, dR, 0.0))
+    to_m0 = torch.where(token | (doc != 0), 0.0, dR).sum(1)
+    return to_tokens, to_m0
 
 
 class MLSTMTriton(torch.autograd.Function):
@@ -633,7 +707,7 @@ class MLSTMTriton(torch.autograd.Function):
         phi = log_forget(f.float(), forget_gate).contiguous()
         r8 = None if reset is None else reset.to(torch.int8).contiguous()
         h, C, n, m = _forward(q, k, v, ig, phi, state, chunk, eps, r8)
-        ctx.reset = reset  # the torch backward's recompute takes the same starts
+        ctx.reset, ctx.r8 = reset, r8  # the backward takes the same starts
         if backward_impl == "triton":
             ctx.save_for_backward(q, k, v, i, f, C0, n0, m0, ig, phi, h)
         else:
@@ -647,7 +721,7 @@ class MLSTMTriton(torch.autograd.Function):
         if backward_impl == "triton":
             q, k, v, i, f, C0, n0, m0, ig, phi, h = ctx.saved_tensors
             state = None if C0 is None else (C0, n0, m0)
-            grads = _backward(q, k, v, ig, phi, f, state, h, dh, dC, dn, dm, chunk, eps, forget_gate)
+            grads = _backward(q, k, v, ig, phi, f, state, h, dh, dC, dn, dm, chunk, eps, forget_gate, ctx.r8)
             ins = (q, k, v, i, f, C0, n0, m0)
             out = [
                 None if (gr is None or not ctx.needs_input_grad[j]) else gr.to(ins[j].dtype)
@@ -683,7 +757,7 @@ def mlstm_triton(
     chunk_size: int | None = None,
     eps: float = 1e-6,
     forget_gate: str = "sigmoid",
-    backward: str | None = None,
+    backward: str = "triton",
     reset=None,
 ):
     """Same contract as ``ops.mlstm.mlstm``: ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)``,
@@ -692,20 +766,14 @@ def mlstm_triton(
 
     ``chunk_size`` must be a power of two >= 16 (default 64 on the GPU, 16 under the interpreter); on a GPU where
     the kernels spill at that chunk length they run shorter tiles (``kernel_tile``, logged once).
-    ``backward``: ``"triton"`` (the kernels above) or ``"torch"`` (recompute with ``ops.mlstm.mlstm_chunkwise``
-    under autograd); None (default): ``"triton"``, or ``"torch"`` with ``reset``, which the backward kernels do not
-    take yet (the forward kernel does). Gradients flow to q, k, v, i, f and the initial state (C, n, m); the final m
-    may also carry a gradient.
+    ``backward``: ``"triton"`` (the kernels above, default) or ``"torch"`` (recompute with
+    ``ops.mlstm.mlstm_chunkwise`` under autograd). Gradients flow to q, k, v, i, f and the initial state
+    (C, n, m); the final m may also carry a gradient.
     """
 
-    if backward not in (None, "triton", "torch"):
-        raise InputError(f"mlstm_triton: backward must be 'triton', 'torch' or None, got {backward!r}")
+    if backward not in ("triton", "torch"):
+        raise InputError(f"mlstm_triton: backward must be 'triton' or 'torch', got {backward!r}")
     check_inputs(q, k, v, i, f, state, forget_gate, eps, reset)
-    require(
-        reset is None or backward != "triton",
-        "mlstm_triton: the Triton backward does not take reset (packed document starts) yet; use backward='torch'",
-    )
-    backward = backward or ("triton" if reset is None else "torch")
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_float(name, t)
     chunk = chunk_size or (16 if interpreting() else 64)
