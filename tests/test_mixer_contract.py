@@ -9,27 +9,12 @@ import itertools
 import pytest
 import torch
 from helpers import assert_close
+from mixer_helpers import TOL_MODES, D, inputs, make
 
 from seqzoo.errors import InputError
 from seqzoo.mixers import MIXERS, build_mixer
 
-D = 16
 NAMES = sorted(MIXERS)
-
-
-def make(name, seed=0):
-    torch.manual_seed(seed)
-    cls = MIXERS[name]
-    m = build_mixer(name, d_model=getattr(cls, "test_d_model", D), **cls.test_kwargs).double()
-    return m.eval()
-
-
-def inputs(m, B=2, T=13, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(B, T, m.d_model, generator=g, dtype=torch.float64)
-
-
-TOL_MODES = 1e-6  # float64: modes of one mixer computed by different algorithms (relative to max(1, max |ref|))
 
 
 def test_registry_has_the_baselines():

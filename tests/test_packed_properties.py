@@ -14,7 +14,7 @@ import torch
 from helpers import assert_close
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_mixer_contract import TOL_MODES, inputs, make
+from mixer_helpers import TOL_MODES, inputs, make
 
 from seqzoo.mixers import MIXERS
 from seqzoo.ops.mlstm import mlstm, mlstm_naive_recurrent
