@@ -231,7 +231,7 @@ class MLSTM(Mixer):
             v = rearrange(v, "b t (h v) -> b t h v", h=H)
         # the chunkwise mode runs the Triton kernel, forward and backward (training too), where the kernels
         # switch allows it (CUDA by default), document starts included
-        impl = "triton" if mode == "chunkwise" and triton_fits(q, k, v, self.chunk_size, cell_state) else mode
+        impl = "triton" if mode == "chunkwise" and triton_fits(q, k, v, self.chunk_size, cell_state, reset) else mode
         return mlstm(
             q,
             k,

@@ -292,3 +292,38 @@ def test_mlstm_layer_with_segment_pos_on_the_triton_kernels(caplog, kernels_rese
         assert_close(got[2][name], ref[2][name], 1e-4 * GRAD_SCALE, name=f"d{name}")
     ran = " ".join(r.getMessage() for r in caplog.records)
     assert "mlstm runs the triton implementation" in ran and "causal_conv1d runs the triton implementation" in ran
+
+
+@needs_triton
+def test_gpu_shape_probe_asks_the_reset_variants(monkeypatch):
+    """Before a GPU launch the dispatch asks whether each kernel it will run has an autotune config that fits
+    (``triton.py: kernel_tile``); with resets those are the ``HAS_RESET`` variants. Resources fabricated here (no
+    GPU): every kernel of a training call (forward, states-only recompute, both backward kernels) is asked in that
+    variant, and when only ``HAS_RESET`` launches spill, only a call with resets is unfit."""
+    from seqzoo.kernels import prune
+    from seqzoo.kernels.prune import ResourcePrune, Usage
+    from seqzoo.ops.mlstm import triton as m
+
+    asked, spill = [], {"reset": 0}
+
+    def usage(self, config, nargs, kwargs):
+        asked.append((self.kernel.__name__, kwargs.get("HAS_RESET")))
+        return Usage(128, spill["reset"] if kwargs.get("HAS_RESET") else 0, 20_000)
+
+    monkeypatch.setattr(ResourcePrune, "usage", usage)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 20, 2, 16, generator=g).requires_grad_(True) for _ in range(3))
+    reset = torch.zeros(1, 20, dtype=torch.bool)
+    verdicts = []
+    for spill["reset"] in (0, 512):
+        monkeypatch.setattr(prune, "_verdicts", {})
+        m._shape_unfit.cache_clear()
+        try:
+            verdicts.append((m.shape_unfit(q, k, v, 16, cc=90), m.shape_unfit(q, k, v, 16, cc=90, reset=reset)))
+        finally:
+            m._shape_unfit.cache_clear()
+        if not spill["reset"]:
+            kernels = {name for name, with_reset in asked if with_reset}
+            assert kernels == {"_mlstm_fwd_kernel", "_mlstm_bwd_dstate_kernel", "_mlstm_bwd_kernel"}
+    assert verdicts[0] == (None, None)
+    assert verdicts[1][0] is None and "spills" in verdicts[1][1]

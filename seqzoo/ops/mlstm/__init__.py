@@ -45,7 +45,9 @@ def mlstm(
     check_inputs(q, k, v, i, f, state, forget_gate, eps, reset)
     if mode == "auto":
         mode = (
-            "recurrent" if q.shape[1] == 1 else ("triton" if triton_fits(q, k, v, chunk_size, state) else "chunkwise")
+            "recurrent"
+            if q.shape[1] == 1
+            else ("triton" if triton_fits(q, k, v, chunk_size, state, reset) else "chunkwise")
         )
     note_kernel("mlstm", mode, q.device)
     # the op picks its own precision (fp32 inside for 16-bit inputs): autocast would turn its matmuls to bf16 and
@@ -70,18 +72,18 @@ def mlstm(
         return mlstm_naive_recurrent(q, k, v, i, f, state, eps=eps, forget_gate=forget_gate, reset=reset)
 
 
-def triton_fits(q, k, v, chunk_size: int, state=None) -> bool:
+def triton_fits(q, k, v, chunk_size: int, state=None, reset=None) -> bool:
     """Should the chunkwise mLSTM run the Triton kernel (``seqzoo.kernels.want_triton``: the kernels switch,
     the device, float32/float16/bfloat16 inputs, a power-of-two chunk >= 16, and head dims at which every kernel
     has an autotune config that fits this GPU without spilling at the chunk or a halving of it: ``triton.py:
     kernel_tile``; qk heads over 256 never do, ``qk_head_unfit``; e.g. head dim 1024, or 256 in training, takes the
-    PyTorch chunkwise path, logged once). Packed documents (``reset``) do not change the choice: the forward kernel
-    takes them."""
+    PyTorch chunkwise path, logged once). With ``reset`` (packed documents) the kernels' ``HAS_RESET`` variants are
+    the ones probed."""
 
     def shape():
         from .triton import shape_unfit
 
-        return shape_unfit(q, k, v, chunk_size, state)
+        return shape_unfit(q, k, v, chunk_size, state, reset=reset)
 
     return want_triton("mlstm", q.device, float_unfit(q, k, v) or chunk_unfit(chunk_size), shape)
 

@@ -779,7 +779,7 @@ def mlstm_triton(
     chunk = chunk_size or (16 if interpreting() else 64)
     unfit = chunk_unfit(chunk)
     require(unfit is None, f"mlstm_triton: {unfit}")
-    tile, _ = kernel_tile(q, k, v, chunk, state)
+    tile, _ = kernel_tile(q, k, v, chunk, state, reset=reset)
     if compute_capability(q) is not None:  # on a GPU the autotuner would build every config before refusing
         wide = qk_head_unfit(q.shape[-1])
         require(wide is None, f"mlstm_triton: q: {wide}; use mode='chunkwise'")
@@ -816,7 +816,9 @@ def qk_head_unfit(K: int) -> str | None:
     )
 
 
-def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> tuple[int | None, str | None]:
+def kernel_tile(
+    q, k, v, chunk_size: int, state=None, cc: int | None = None, reset=None
+) -> tuple[int | None, str | None]:
     """The token tile the kernels run for chunks of ``chunk_size``, and why not the chunk itself.
 
     The chunkwise mLSTM computes the same function at every chunk length (the stabiliser entering a chunk is the
@@ -826,7 +828,8 @@ def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> 
     on sm_80: the (L, L) score tiles spill), the kernels run the longest halving of it (>= 16) at which all of
     them fit: ``(tile, None)``. ``(None, why)`` when none does (e.g. head dim 256 in training). Off CUDA without ``cc``
     (compute capability; default q's device) the interpreter has no such limits: ``(chunk_size, None)``. A qk head
-    wider than ``MAX_QK_TILE`` is ``(None, why)`` on any GPU without compiling (``qk_head_unfit``)."""
+    wider than ``MAX_QK_TILE`` is ``(None, why)`` on any GPU without compiling (``qk_head_unfit``). With ``reset``
+    the kernels' ``HAS_RESET`` variants are probed (their document masks take registers of their own)."""
     cc = compute_capability(q, cc)
     if cc is None:
         return chunk_size, None
@@ -836,22 +839,24 @@ def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> 
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     first = None
     for tile in chunk_halvings(chunk_size):
-        why = _shape_unfit(q.shape[-1], v.shape[-1], tile, q.dtype, state is not None, grad, cc, q.device)
+        why = _shape_unfit(
+            q.shape[-1], v.shape[-1], tile, q.dtype, state is not None, grad, cc, q.device, reset is not None
+        )
         if why is None:
             return tile, None
         first = first or why
     return None, first
 
 
-def shape_unfit(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> str | None:
+def shape_unfit(q, k, v, chunk_size: int, state=None, cc: int | None = None, reset=None) -> str | None:
     """Why ``mlstm_triton`` cannot serve inputs like these on the GPU at any tile (``kernel_tile``): None when it
     can, and off CUDA without ``cc``. Asked by the ``mode="auto"`` dispatch (``ops/mlstm/__init__.py:
     triton_fits``) before anything is launched."""
-    return kernel_tile(q, k, v, chunk_size, state, cc)[1]
+    return kernel_tile(q, k, v, chunk_size, state, cc, reset)[1]
 
 
 @functools.cache
-def _shape_unfit(K, V, chunk, dtype, has_state, grad, cc, device) -> str | None:
+def _shape_unfit(K, V, chunk, dtype, has_state, grad, cc, device, has_reset=False) -> str | None:
     def run():  # the real entry point on one head of one chunk: same kernels, constexprs and autotune keys
         with torch.enable_grad() if grad else torch.no_grad():
             q, k = (torch.zeros(1, chunk, 1, K, dtype=dtype, device=device, requires_grad=grad) for _ in range(2))
@@ -859,7 +864,8 @@ def _shape_unfit(K, V, chunk, dtype, has_state, grad, cc, device) -> str | None:
             i, f = (torch.zeros(1, chunk, 1, device=device) for _ in range(2))
             z = (torch.zeros(1, 1, K, V, device=device), torch.zeros(1, 1, K, device=device), torch.zeros(1, 1))
             st = tuple(t.to(device) for t in z) if has_state else None
-            _run(q, k, v, i, f, st, chunk, 1e-6, "sigmoid", "triton")  # with grad, ``apply`` runs the backward too
+            r = torch.zeros(1, chunk, dtype=torch.bool, device=device) if has_reset else None
+            _run(q, k, v, i, f, st, chunk, 1e-6, "sigmoid", "triton", r)  # with grad, ``apply`` runs the backward too
 
     for kernel, args, kwargs in probe_launches(run):
         why = launch_unfit(kernel, args, kwargs, cc)
