@@ -11,6 +11,10 @@ q/k (from the conv branch) and v (from the raw branch), gates from [q; k; v], th
 learnable skip, SiLU(z) output gate, down-projection. Variant "7b" (xLSTM 7B, arXiv:2503.13427): q/k/v/o from the input, soft-capped
 gates, per-head LayerNorm, sigmoid output gate, out-projection (its SwiGLU FFN is the residual block's MLP).
 The cell ops live in ``seqzoo.ops.mlstm`` (modes "recurrent", "parallel", "chunkwise").
+
+Packed documents: with ``segment_pos (B, T)`` a position with ``segment_pos == 0`` starts a fresh stream. The short
+conv drops its taps across the start (``ops/causal_conv``) and the cell drops its state there, stabiliser included
+(``ops/mlstm`` ``reset``), so no information crosses a document start, in every mode and in the decode step.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ def wang_init_std(d: int, n_blocks: int) -> float:
 @register_mixer("mlstm")
 class MLSTM(Mixer):
     modes = ("recurrent", "parallel", "chunkwise")
+    supports_segment_pos = True
     test_kwargs = {"n_heads": 2, "chunk_size": 4}
 
     def __init__(
@@ -216,17 +221,17 @@ class MLSTM(Mixer):
                 )
         return state.cell()
 
-    def _cell(self, q, k, v, ig, fg, cell_state, mode):
-        """``q, k (B, T, H*K)``, ``v (B, T, H*V)`` (or already ``(B, T, H, .)``), gates ``(B, T, H)`` -> ``h (B,
-        T, H, V)``, state."""
+    def _cell(self, q, k, v, ig, fg, cell_state, mode, reset=None):
+        """``q, k (B, T, H*K)``, ``v (B, T, H*V)`` (or already ``(B, T, H, .)``), gates ``(B, T, H)``, ``reset (B, T)``
+        bool or None (document starts) -> ``h (B, T, H, V)``, state."""
         if q.dim() == 3:
             H = self.n_heads
             q = rearrange(q, "b t (h k) -> b t h k", h=H)
             k = rearrange(k, "b t (h k) -> b t h k", h=H)
             v = rearrange(v, "b t (h v) -> b t h v", h=H)
         # the chunkwise mode runs the Triton kernel, forward and backward (training too), where the kernels
-        # switch allows it (CUDA by default)
-        impl = "triton" if mode == "chunkwise" and triton_fits(q, k, v, self.chunk_size, cell_state) else mode
+        # switch allows it (CUDA by default), document starts included
+        impl = "triton" if mode == "chunkwise" and triton_fits(q, k, v, self.chunk_size, cell_state, reset) else mode
         return mlstm(
             q,
             k,
@@ -238,6 +243,7 @@ class MLSTM(Mixer):
             chunk_size=self.chunk_size,
             eps=self.eps,
             forget_gate=self.forget_gate,
+            reset=reset,
         )
 
     def _headnorm(self, h: torch.Tensor) -> torch.Tensor:
@@ -254,34 +260,41 @@ class MLSTM(Mixer):
         for both gates: two ``Linear(., H)`` of H = 4 outputs are two thin matmuls with two input gradients."""
         return linear_parts(xs, *self._gate_weights()).split(self.n_heads, dim=-1)
 
-    def _forward(self, x: torch.Tensor, state, mode: str):
+    def _forward(self, x: torch.Tensor, state, mode: str, segment_pos: torch.Tensor | None = None):
         cell_state = self._check_state(x, state)
+        reset = None if segment_pos is None else segment_pos.to(x.device) == 0  # (B, T): document starts
         if self.variant == "7b":
-            return self._forward_7b(x, cell_state, mode)
+            return self._forward_7b(x, cell_state, mode, reset)
         if x.shape[1] == 1 and state is not None and mode == "recurrent":
-            return self._decode_step(x, state)
+            return self._decode_step(x, state, None if reset is None else reset[:, 0])
         E = self.inner
         x_m, z = self.proj_up(x).split(E, dim=-1)  # (B, T, E) each: cell branch, output gate branch
         conv_in = None if state is None else state.conv
-        x_c, conv_state = causal_conv1d(x_m, self.conv_weight, self.conv_bias, conv_in, activation="silu")
+        x_c, conv_state = causal_conv1d(
+            x_m, self.conv_weight, self.conv_bias, conv_in, segment_pos=segment_pos, activation="silu"
+        )
         # q, k from the conv branch, v from the raw one, and the gates from [q; k; v] (one C pass on CPU); q, k, v
         # as (B, T, H, .)
         q, k, v, gates = qkv_gates(
             x_c, x_m, self.q_proj, self.k_proj, self.v_proj, *self._gate_weights(), n_heads=self.n_heads
         )
         ig, fg = gates.split(self.n_heads, dim=-1)
-        h, (C, n, m) = self._cell(q, k, v, ig, fg, cell_state, mode)
+        h, (C, n, m) = self._cell(q, k, v, ig, fg, cell_state, mode, reset)
         u = mlstm_output(h, x_c, z, self.outnorm_weight, self.skip, self.norm_eps)  # (LN(h) w + skip x_c) SiLU(z)
         y = self.proj_down(self.dropout(u))
         return y, MLSTMState(C, n, m, conv_state)
 
-    def _decode_step(self, x: torch.Tensor, state: MLSTMState):
+    def _decode_step(self, x: torch.Tensor, state: MLSTMState, reset: torch.Tensor | None = None):
         """One decoded token of the NeurIPS layer: the same equations as ``_forward`` (the registry tests hold
         prefill + steps equal to one pass), without the (B, T, H, .) rearranges and per-call checks of the
-        T-length path, which made a decoded token cost ~2.7x the aten ops of a transformer layer's."""
+        T-length path, which made a decoded token cost ~2.7x the aten ops of a transformer layer's. ``reset (B,)``:
+        the token starts a document (the conv buffer and the cell state are dropped)."""
         E, H = self.inner, self.n_heads
         x_m, z = self.proj_up(x[:, 0]).split(E, dim=-1)  # (B, E) each
-        buf = torch.cat([state.conv.to(x_m.dtype), x_m[:, None]], dim=1)  # (B, k, E): the last k inputs
+        prev = state.conv.to(x_m.dtype)
+        if reset is not None:  # every conv input before a document start is out of reach (ops/causal_conv)
+            prev = torch.where(reset[:, None, None], torch.zeros((), dtype=prev.dtype, device=prev.device), prev)
+        buf = torch.cat([prev, x_m[:, None]], dim=1)  # (B, k, E): the last k inputs
         x_c = F.silu(
             (buf * self.conv_weight.t().to(buf.dtype)).sum(1) + self.conv_bias.to(buf.dtype)
         )  # causal conv at the newest position
@@ -297,16 +310,17 @@ class MLSTM(Mixer):
             log_forget(fg.to(ct), self.forget_gate),
             state.cell(),
             self.eps,
+            reset,
         )
         h = self._headnorm(h.to(x.dtype)[:, None])[:, 0] + self.skip * x_c  # (B, E)
         y = self.proj_down(self.dropout(h * F.silu(z)))
         return y[:, None], MLSTMState(C, n, m, buf[:, 1:])
 
-    def _forward_7b(self, x: torch.Tensor, cell_state, mode: str):
+    def _forward_7b(self, x: torch.Tensor, cell_state, mode: str, reset: torch.Tensor | None = None):
         ig, fg = self._gates(x)  # (B, T, H)
         cap = self.gate_soft_cap
         if cap is not None:
             ig, fg = cap * torch.tanh(ig / cap), cap * torch.tanh(fg / cap)
-        h, (C, n, m) = self._cell(self.q(x), self.k(x), self.v(x), ig, fg, cell_state, mode)
+        h, (C, n, m) = self._cell(self.q(x), self.k(x), self.v(x), ig, fg, cell_state, mode, reset)
         y = self.out_proj(self.dropout(torch.sigmoid(self.ogate(x)) * self._headnorm(h)))
         return y, MLSTMState(C, n, m, None)

@@ -1,7 +1,8 @@
 """Shared argument checks and gate transforms of the mLSTM cell ops.
 
 Layouts (the project-wide convention, CONTRIBUTING.md "Tensor layouts"): ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, gate pre-activations ``i, f (B, T, H)``;
-state ``(C (B, H, K, V), n (B, H, K), m (B, H))`` kept in float32 (float64 when the inputs are float64).
+state ``(C (B, H, K, V), n (B, H, K), m (B, H))`` kept in float32 (float64 when the inputs are float64);
+``reset (B, T)`` bool, True where a document starts (packed documents: the mixers pass ``segment_pos == 0``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def log_forget(f: torch.Tensor, forget_gate: str) -> torch.Tensor:
     raise InputError(f"forget_gate must be one of {FORGET_GATES}, got {forget_gate!r}")
 
 
-def check_inputs(q, k, v, i, f, state, forget_gate: str = "sigmoid", eps: float = 1e-6):
+def check_inputs(q, k, v, i, f, state, forget_gate: str = "sigmoid", eps: float = 1e-6, reset=None):
     """Validate shapes before any work; returns ``(B, T, H, K, V)``."""
     for name, t in (("q", q), ("k", k), ("v", v), ("i", i), ("f", f)):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
@@ -58,7 +59,33 @@ def check_inputs(q, k, v, i, f, state, forget_gate: str = "sigmoid", eps: float 
         for name, t, w in zip("Cnm", (C, n, m), want):
             if tuple(t.shape) != w:
                 raise InputError(f"mlstm: state {name} must have shape {w}, got {tuple(t.shape)}")
+    if reset is not None:
+        if not isinstance(reset, torch.Tensor) or reset.dtype != torch.bool or tuple(reset.shape) != (B, T):
+            raise InputError(
+                f"mlstm: reset must be a bool tensor of shape ({B}, {T}) (True where a document starts), got "
+                f"{getattr(reset, 'dtype', type(reset).__name__)} {tuple(getattr(reset, 'shape', ()))}"
+            )
+        if reset.device != q.device:
+            raise InputError(f"mlstm: reset must be on q's device {q.device}, got {reset.device}")
     return B, T, H, K, V
+
+
+def doc_index(reset: torch.Tensor) -> torch.Tensor:
+    """``reset (..., T)`` bool -> ``(..., T)`` int: how many documents started up to and including each position
+    (0 for the positions before the first start, which continue the carried state). Two positions belong to one
+    document exactly when their indices are equal."""
+    return reset.long().cumsum(-1)
+
+
+def within_doc_prefix(phi: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
+    """``phi (..., T)``, ``doc (..., T)`` (broadcastable) -> ``sum_{l <= t, doc_l = doc_t} phi_l``: the log decay from
+    the start of t's document (or of the call) to t inclusive. Summed from the own terms only (a masked row sum of
+    an (T, T) matrix, as ``parallel.stable_forget_matrix``), never as a difference of prefix sums across documents:
+    in float32 that difference loses the digits of a large running sum."""
+    T = phi.shape[-1]
+    causal = torch.ones(T, T, dtype=torch.bool, device=phi.device).tril()
+    same = (doc[..., :, None] == doc[..., None, :]) & causal  # (..., T, T): l <= t in t's document
+    return torch.where(same, phi[..., None, :], phi.new_zeros(())).sum(-1)
 
 
 def zero_state(B: int, H: int, K: int, V: int, dtype: torch.dtype, device) -> tuple:

@@ -4,7 +4,8 @@
     C_t = f' C_{t-1} + i' k_t v_t^T;   n_t = f' n_{t-1} + i' k_t
     h_t = (s q_t)^T C_t / (max(|(s q_t)^T n_t|, exp(-m_t)) + eps)
 
-Autograd flows through the stabiliser m too, so gradients of the returned (stabilised) state are exact; the
+A document start (``reset``) replaces the state entering the step by the fresh one (C = n = 0, m = 0), so
+the step is the first of a new stream: m_t = max(phi_t, i_t). Autograd flows through the stabiliser m too, so gradients of the returned (stabilised) state are exact; the
 lower bound exp(-m) is guarded against overflow (``common.lower_bound``).
 """
 
@@ -15,10 +16,16 @@ import torch
 from .common import check_inputs, compute_dtype, log_forget, lower_bound, zero_state
 
 
-def mlstm_step(q, k, v, i, phi, state, eps: float = 1e-6):
+def mlstm_step(q, k, v, i, phi, state, eps: float = 1e-6, reset=None):
     """One step on prepared inputs: ``q`` already scaled ``(B, H, K)``, ``k (B, H, K)``, ``v (B, H, V)``,
-    ``i, phi (B, H)`` in the compute dtype, ``state = (C, n, m)``. Returns ``h (B, H, V)`` and the new state."""
+    ``i, phi (B, H)`` in the compute dtype, ``state = (C, n, m)``, ``reset (B,)`` bool or None (True: a document
+    starts at this step). Returns ``h (B, H, V)`` and the new state."""
     C, n, m = state
+    if reset is not None:  # a where, not a multiply: no gradient reaches the dropped state, and no 0 * inf
+        keep = ~reset[:, None]  # (B, 1)
+        C = torch.where(keep[..., None, None], C, torch.zeros((), dtype=C.dtype, device=C.device))
+        n = torch.where(keep[..., None], n, torch.zeros((), dtype=n.dtype, device=n.device))
+        m = torch.where(keep, m, torch.zeros((), dtype=m.dtype, device=m.device))
     m_new = torch.maximum(phi + m, i)  # (B, H)
     fp = torch.exp(phi + m - m_new)
     ip = torch.exp(i - m_new)
@@ -36,9 +43,10 @@ def mlstm_step(q, k, v, i, phi, state, eps: float = 1e-6):
     return num / den[..., None], (C, n, m_new)
 
 
-def mlstm_recurrent(q, k, v, i, f, state=None, eps: float = 1e-6, forget_gate: str = "sigmoid"):
-    """Loop of ``mlstm_step`` over T. ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)``."""
-    B, T, H, K, V = check_inputs(q, k, v, i, f, state, forget_gate, eps)
+def mlstm_recurrent(q, k, v, i, f, state=None, eps: float = 1e-6, forget_gate: str = "sigmoid", reset=None):
+    """Loop of ``mlstm_step`` over T. ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)``, ``reset (B, T)``
+    bool or None."""
+    B, T, H, K, V = check_inputs(q, k, v, i, f, state, forget_gate, eps, reset)
     ct = compute_dtype(q.dtype)
     st = zero_state(B, H, K, V, ct, q.device) if state is None else tuple(s.to(ct) for s in state)
     qs = q.to(ct) * K**-0.5
@@ -46,6 +54,8 @@ def mlstm_recurrent(q, k, v, i, f, state=None, eps: float = 1e-6, forget_gate: s
     phi = log_forget(f.to(ct), forget_gate)  # (B, T, H)
     hs = []
     for t in range(T):
-        h, st = mlstm_step(qs[:, t], kc[:, t], vc[:, t], ic[:, t], phi[:, t], st, eps)
+        h, st = mlstm_step(
+            qs[:, t], kc[:, t], vc[:, t], ic[:, t], phi[:, t], st, eps, None if reset is None else reset[:, t]
+        )
         hs.append(h)
     return torch.stack(hs, dim=1).to(v.dtype), st

@@ -52,6 +52,17 @@ units (C_T = e^{−m_T} × the true state), and those two paths are added back a
 
 ``backward="torch"`` instead recomputes the forward with ``ops.mlstm.mlstm_chunkwise`` under autograd and
 differentiates that (kept for comparison).
+
+Packed documents (``reset (B, T)``, ``HAS_RESET`` in every kernel): each chunk applies the rule of
+``ops/mlstm/chunkwise.py`` (README.md §6), from ``_chunk_docs``: with ``seen_τ`` the starts in the chunk up to τ,
+pairs of two documents are masked, b is the within-document prefix (a masked row sum, own terms only), the
+entering state reaches only rows with ``seen_τ = 0`` (w0 = 0 after a start), the leaving state takes only the last
+document's keys (a_σ, and the backward's e^{a_σ−m_{c+1}}, 0 before the last start), and a chunk holding a start
+has C-decay 0 (also in the reverse dC/dn sweep) and restarts m from 0. Step 4 holds per document with B'_t, the
+within-document cumsum of log f: R_t = max(base_t, max_{s<=t in t's document} (i_s − B'_s)) with base_t = m_0
+before the first start and 0 (a new document's fresh m) after one, and dlog f_j sums dB'_t over t >= j in j's
+document (``_stabiliser_routes``, ``_segment_cumsum``, ``_segment_argmax``: log-step scans that never add terms
+of two documents).
 """
 
 from __future__ import annotations
@@ -122,27 +133,62 @@ def _suffix_sums(f_ptr, g_off, tok, T, H, L: tl.constexpr):
 
 
 @triton.jit
-def _chunk_scores(q, k, scale, ig, phi, b, m, n, L: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr):
+def _chunk_docs(r_ptr, bi, T, tok, mt, phi, L: tl.constexpr, HAS_RESET: tl.constexpr):
+    """Per chunk: ``seen (L,)`` the document starts in the chunk up to each token (r (B, T) int8), ``last`` its value
+    at the chunk's end, ``b (L,)`` the log decay from the token's document start (or the chunk's start) to the
+    token, and ``g`` that of the chunk's last document to the chunk's end. With resets b is a masked row sum of
+    the own terms (no sum runs across a start); without, ``seen`` is a placeholder and b a plain cumsum."""
+    rl = tl.arange(0, L)
+    if HAS_RESET:
+        seen = tl.cumsum(tl.load(r_ptr + bi * T + tok, mask=mt, other=0).to(tl.int32), 0)
+        last = tl.max(seen, 0)  # missing tokens of a last partial chunk add no start
+        same = (seen[:, None] == seen[None, :]) & (rl[:, None] >= rl[None, :])
+        b = tl.sum(tl.where(same, phi[None, :], 0.0), 1)
+        g = tl.sum(tl.where(seen == last, phi, 0.0), 0)
+    else:
+        seen = rl
+        last = 0
+        b = tl.cumsum(phi, 0)  # (L,) b_τ
+        g = tl.sum(phi, 0)  # b_L
+    return seen, last, b, g
+
+
+@triton.jit
+def _chunk_scores(
+    q, k, scale, ig, phi, b, m, n, seen, L: tl.constexpr, DOT: tl.constexpr, IEEE: tl.constexpr, RESET: tl.constexpr
+):
     """Intra-chunk quantities from q (unscaled), k, i, log f, b = cumsum(log f) and the entering (m, n):
     P (L, L), S = (q̃ kᵀ) ⊙ P with q̃ = scale·q, w0 (L), den (L), M (L). Shared by the forward and both backward
     kernels so that the backward sees bit-identical stabilisers.
+
+    With ``RESET`` (packed documents), ``seen (L,)`` counts the document starts in the chunk up to each token and
+    b is the within-document prefix: pairs of two documents are masked, and the entering state reaches only the
+    rows before the first start (``seen == 0``); the other rows see a new document's fresh state (m = 0, weight 0),
+    as ``ops/mlstm/chunkwise.py`` does.
 
     q enters the dot as loaded (exact in a 16-bit DOT) and the scale multiplies the fp32 result: q̃ rounded to
     16 bits (1/√128 is no power of two) put a relative 2^-9 error into every score, which cancelling scores in
     den amplified ~300× at the GPU test's shape (bf16 h off by 20 % of max |h|)."""
     rl = tl.arange(0, L)
     Fm = _segsum(phi, L)
-    Dt = tl.where(rl[:, None] >= rl[None, :], Fm + ig[None, :], float("-inf"))  # (L, L) D̃
-    init = b + m  # (L,)
+    keep = rl[:, None] >= rl[None, :]
+    if RESET:
+        keep = keep & (seen[:, None] == seen[None, :])
+        init = b + tl.where(seen == 0, m, 0.0)  # (L,)
+    else:
+        init = b + m  # (L,)
+    Dt = tl.where(keep, Fm + ig[None, :], float("-inf"))  # (L, L) D̃
     M = tl.maximum(tl.max(Dt, 1), init)  # (L,)
     P = tl.exp(Dt - M[:, None])  # (L, L), 0 above the diagonal
     S = _dot(q, tl.trans(k), DOT, IEEE) * (P * scale)
     w0 = tl.exp(init - M)  # (L,)
+    if RESET:
+        w0 = tl.where(seen == 0, w0, 0.0)
     den = tl.sum(S, 1) + w0 * scale * tl.sum(q * n[None, :], 1)
     return P, S, w0, den, M
 
 
-@autotune(configs=_CONFIGS, key=["K", "V", "L", "HAS_STATE", "STATES_ONLY"])
+@autotune(configs=_CONFIGS, key=["K", "V", "L", "HAS_STATE", "STATES_ONLY", "HAS_RESET"])
 @triton.jit
 def _mlstm_fwd_kernel(
     q_ptr,
@@ -150,6 +196,7 @@ def _mlstm_fwd_kernel(
     v_ptr,
     i_ptr,
     f_ptr,
+    r_ptr,
     C0_ptr,
     n0_ptr,
     m0_ptr,
@@ -171,11 +218,13 @@ def _mlstm_fwd_kernel(
     BV: tl.constexpr,
     HAS_STATE: tl.constexpr,
     STATES_ONLY: tl.constexpr,
+    HAS_RESET: tl.constexpr,
     DOT: tl.constexpr,
     IEEE: tl.constexpr,
 ):
     # STATES_ONLY (backward's recompute): skip h; store the state entering every chunk into Cc (B·H, NC, K, V),
-    # nc (B·H, NC, K), mc (B·H, NC + 1) (mc[NC] = final m)
+    # nc (B·H, NC, K), mc (B·H, NC + 1) (mc[NC] = final m). HAS_RESET: r (B, T) int8, 1 where a document starts
+    # (the rule of ops/mlstm/chunkwise.py: masked pairs, within-document sums, decay 0 across a start)
     pid_bh = tl.program_id(0).to(tl.int64)
     pid_v = tl.program_id(1)
     bi = pid_bh // H
@@ -214,19 +263,23 @@ def _mlstm_fwd_kernel(
         ig = tl.load(i_ptr + g_off, mask=mt, other=float("-inf"))
         phi = tl.load(f_ptr + g_off, mask=mt, other=0.0)
 
-        b = tl.cumsum(phi, 0)  # (L,) b_τ
-        g = tl.sum(phi, 0)  # b_L
+        seen, last, b, g = _chunk_docs(r_ptr, bi, T, tok, mt, phi, L, HAS_RESET)
         if not STATES_ONLY:
             q = tl.load(q_ptr + qk_off, mask=mt[:, None] & mk[None, :], other=0.0).to(tl.float32)
-            _, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, L, DOT, IEEE)
+            _, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, seen, L, DOT, IEEE, HAS_RESET)
             num = _dot(S, v, DOT, IEEE) + (w0 * scale)[:, None] * _dot(q, C, DOT, IEEE)
             hv = num / (tl.maximum(tl.abs(den), tl.exp(-M)) + eps)[:, None]
             tl.store(h_ptr + v_off, hv.to(h_ptr.dtype.element_ty), mask=mt[:, None] & mv[None, :])
 
         suf = _suffix_sums(f_ptr, g_off, tok, T, H, L)
         a = suf + ig  # (L,) g − b_σ + i_σ: log weight of token σ in the chunk-end state (−inf for missing tokens)
+        if HAS_RESET:  # only the last document's keys; a chunk holding a start drops C and restarts m from 0
+            a = tl.where(seen == last, a, float("-inf"))
+            m = tl.where(last > 0, 0.0, m)
         m_new = tl.maximum(g + m, tl.max(a, 0))
         fC = tl.exp(g + m - m_new)
+        if HAS_RESET:
+            fC = tl.where(last > 0, 0.0, fC)
         kw = k * tl.exp(a - m_new)[:, None]  # (L, BK)
         C = fC * C + _dot(tl.trans(kw), v, DOT, IEEE)
         n = fC * n + tl.sum(kw, 0)
@@ -250,13 +303,14 @@ def _dnum_dden(den, M, delta, eps):
     return inv, dden
 
 
-@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L", "HAS_RESET"])
 @triton.jit
 def _mlstm_bwd_dstate_kernel(
     q_ptr,
     k_ptr,
     i_ptr,
     f_ptr,
+    r_ptr,
     dh_ptr,
     delta_ptr,
     nc_ptr,
@@ -276,11 +330,13 @@ def _mlstm_bwd_dstate_kernel(
     L: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
+    HAS_RESET: tl.constexpr,
     DOT: tl.constexpr,
     IEEE: tl.constexpr,
 ):
     """Reverse sweep: dCc[c], dnc[c] = ∂loss/∂(state leaving chunk c);
-    dC_c = e^{g+m_c−m_{c+1}} dC_{c+1} + Σ_τ w0_τ q̃_τ dnum_τᵀ,  dn_c = e^{g+m_c−m_{c+1}} dn_{c+1} + Σ_τ w0_τ dden_τ q̃_τ."""
+    dC_c = e^{g+m_c−m_{c+1}} dC_{c+1} + Σ_τ w0_τ q̃_τ dnum_τᵀ,  dn_c = e^{g+m_c−m_{c+1}} dn_{c+1} + Σ_τ w0_τ dden_τ q̃_τ.
+    With resets a chunk holding a start passes nothing back (its decay is 0) and w0 is 0 after its first start."""
     pid_bh = tl.program_id(0).to(tl.int64)
     pid_v = tl.program_id(1)
     bi = pid_bh // H
@@ -314,15 +370,17 @@ def _mlstm_bwd_dstate_kernel(
         m = tl.load(mc_ptr + pid_bh * (NC + 1) + c)
         m_next = tl.load(mc_ptr + pid_bh * (NC + 1) + c + 1)
         n = tl.load(nc_ptr + cc * K + rk, mask=mk, other=0.0)
-        b = tl.cumsum(phi, 0)
-        g = tl.sum(phi, 0)
-        _, _, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, L, DOT, IEEE)
+        seen, last, b, g = _chunk_docs(r_ptr, bi, T, tok, mt, phi, L, HAS_RESET)
+        _, _, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, seen, L, DOT, IEEE, HAS_RESET)
         inv, dden = _dnum_dden(den, M, delta, eps)
         dh = tl.load(
             dh_ptr + (bi * T + tok[:, None]) * (H * V) + hi * V + rv[None, :], mask=mt[:, None] & mv[None, :], other=0.0
         ).to(tl.float32)
         qw = q * (w0 * scale)[:, None]  # (L, BK) w0 q̃
-        fC = tl.exp(g + m - m_next)
+        if HAS_RESET:  # as the forward: the stabiliser restarts from 0 and the carried state is dropped
+            fC = tl.where(last > 0, 0.0, tl.exp(g + tl.where(last > 0, 0.0, m) - m_next))
+        else:
+            fC = tl.exp(g + m - m_next)
         dC = fC * dC + _dot(tl.trans(qw), dh * inv[:, None], DOT, IEEE)
         dn = fC * dn + tl.sum(qw * dden[:, None], 0)
     tl.store(dC0_ptr + pid_bh * K * V + st, dC, mask=sm)
@@ -330,7 +388,7 @@ def _mlstm_bwd_dstate_kernel(
         tl.store(dn0_ptr + pid_bh * K + rk, dn, mask=mk)
 
 
-@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L"])
+@autotune(configs=_BWD_CONFIGS, key=["K", "V", "L", "HAS_RESET"])
 @triton.jit
 def _mlstm_bwd_kernel(
     q_ptr,
@@ -338,6 +396,7 @@ def _mlstm_bwd_kernel(
     v_ptr,
     i_ptr,
     f_ptr,
+    r_ptr,
     dh_ptr,
     delta_ptr,
     Cc_ptr,
@@ -358,6 +417,7 @@ def _mlstm_bwd_kernel(
     L: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
+    HAS_RESET: tl.constexpr,
     DOT: tl.constexpr,
     IEEE: tl.constexpr,
 ):
@@ -389,11 +449,13 @@ def _mlstm_bwd_kernel(
     m_next = tl.load(mc_ptr + pid_bh * (NC + 1) + c + 1)
     n = tl.load(nc_ptr + cc * K + rk, mask=mk, other=0.0)
     dn_next = tl.load(dnc_ptr + cc * K + rk, mask=mk, other=0.0)
-    b = tl.cumsum(phi, 0)
-    P, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, L, DOT, IEEE)
+    seen, last, b, _ = _chunk_docs(r_ptr, bi, T, tok, mt, phi, L, HAS_RESET)
+    P, S, w0, den, M = _chunk_scores(q, k, scale, ig, phi, b, m, n, seen, L, DOT, IEEE, HAS_RESET)
     inv, dden = _dnum_dden(den, M, delta, eps)
     suf = _suffix_sums(f_ptr, g_off, tok, T, H, L)
     ka = tl.exp(suf + ig - m_next)  # (L,) weight of k_σ v_σᵀ in the leaving state (0 for missing tokens)
+    if HAS_RESET:  # only the chunk's last document reaches the leaving state
+        ka = tl.where(seen == last, ka, 0.0)
 
     dA = tl.zeros([L, L], dtype=tl.float32)  # Σ_v dnum_τv v_σv
     dqi = tl.zeros([L, BK], dtype=tl.float32)  # C_c dnum_τ
@@ -422,7 +484,7 @@ def _mlstm_bwd_kernel(
     tl.store(dM_ptr + g_off, -delta * eps * inv, mask=mt)
 
 
-def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only):
+def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only, reset=None):
     B, T, H, K = q.shape
     V = v.shape[-1]
     dev = q.device
@@ -449,6 +511,7 @@ def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only):
         v,
         ig,
         phi,
+        ig if reset is None else reset,  # not read without resets
         C0,
         n0,
         m0,
@@ -469,19 +532,20 @@ def _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only):
         BK=next_pow2(K),
         HAS_STATE=state is not None,
         STATES_ONLY=states_only,
+        HAS_RESET=reset is not None,
         DOT=dt,
         IEEE=dt == tl.float32,
     )
     return (C, n, m, Cc, nc, mc) if states_only else (h, C, n, m)
 
 
-def _forward(q, k, v, ig, phi, state, chunk, eps):
-    return _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=False)
+def _forward(q, k, v, ig, phi, state, chunk, eps, reset=None):
+    return _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=False, reset=reset)
 
 
-def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forget_gate):
-    """Triton backward (module docstring, steps 1-4). ``ig, phi`` fp32 (B, T, H); returns fp32
-    dq, dk, di, df, dC0, dn0, dm0 and dv in v's dtype (the state gradients are None without a state)."""
+def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forget_gate, reset=None):
+    """Triton backward (module docstring, steps 1-4). ``ig, phi`` fp32 (B, T, H), ``reset`` (B, T) int8 or None;
+    returns fp32 dq, dk, di, df, dC0, dn0, dm0 and dv in v's dtype (the state gradients are None without a state)."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     dev = q.device
@@ -490,7 +554,8 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
     ieee = dt == tl.float32
     scale = K**-0.5
     NC = triton.cdiv(T, chunk)
-    CT, nT, mT, Cc, nc, mc = _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=True)
+    CT, nT, mT, Cc, nc, mc = _launch_fwd(q, k, v, ig, phi, state, chunk, eps, states_only=True, reset=reset)
+    r8 = ig if reset is None else reset  # not read without resets
 
     dh = dh.contiguous()
     delta = (dh.float() * h.float()).sum(-1).contiguous()  # (B, T, H) δ_τ = dh_τ·h_τ
@@ -508,6 +573,7 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
         k,
         ig,
         phi,
+        r8,
         dh,
         delta,
         nc,
@@ -526,6 +592,7 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
         eps,
         L=chunk,
         BK=BK,
+        HAS_RESET=reset is not None,
         DOT=dt,
         IEEE=ieee,
     )
@@ -541,6 +608,7 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
         v,
         ig,
         phi,
+        r8,
         dh,
         delta,
         Cc,
@@ -560,6 +628,7 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
         eps,
         L=chunk,
         BK=BK,
+        HAS_RESET=reset is not None,
         DOT=dt,
         IEEE=ieee,
     )
@@ -571,29 +640,74 @@ def _backward(q, k, v, ig, phi, f, state, h, dh, dCT, dnT, dmT, chunk, eps, forg
     dm_T = torch.zeros_like(mT) if dmT is None else dmT.float()
     dB[:, -1] += dm_T
     dR[:, -1] += dm_T - (CT * dCT).sum((-2, -1)) - (nT * dnT).sum(-1)
-    Bg = phi.double().cumsum(1)  # (B, T, H) global cumsum of log f
     m0 = torch.zeros(B, H, device=dev, dtype=torch.float64) if state is None else state[2].double()
-    cand = torch.cat([m0[:, None], ig.double() - Bg], 1)  # (B, T + 1, H): index 0 = m_0, s + 1 = token s
-    src = torch.zeros(B, T + 1, H, device=dev, dtype=torch.float32).scatter_add_(1, cand.cummax(1).indices[:, 1:], dR)
-    di += src[:, 1:]
-    dB -= src[:, 1:]
-    dphi = dB.double().flip(1).cumsum(1).flip(1).float()  # dlog f_j = Σ_{t>=j} dB_t
+    if reset is None:
+        Bg = phi.double().cumsum(1)  # (B, T, H) global cumsum of log f
+        cand = torch.cat([m0[:, None], ig.double() - Bg], 1)  # (B, T + 1, H): index 0 = m_0, s + 1 = token s
+        src = torch.zeros(B, T + 1, H, device=dev, dtype=torch.float32)
+        src.scatter_add_(1, cand.cummax(1).indices[:, 1:], dR)
+        to_tokens, to_m0 = src[:, 1:], src[:, 0]
+    else:
+        doc = reset.long().cumsum(1)[..., None]  # (B, T, 1) document index
+        to_tokens, to_m0 = _stabiliser_routes(ig, phi, m0, dR, doc)
+    di += to_tokens
+    dB -= to_tokens
+    if reset is None:
+        dphi = dB.double().flip(1).cumsum(1).flip(1).float()  # dlog f_j = Σ_{t>=j} dB_t
+    else:  # dlog f_j = Σ over t >= j in j's document (B_t holds log f_j only there)
+        dphi = _segment_cumsum(dB.double().flip(1), doc.flip(1)).flip(1).float()
     df = dphi * torch.sigmoid(-f.float()) if forget_gate == "sigmoid" else dphi
     if state is None:
         return dq, dk, dv, di, df, None, None, None
     C0, n0, _ = state
-    dm0 = (C0 * dC0).sum((-2, -1)) + (n0 * dn0).sum(-1) + src[:, 0]
+    dm0 = (C0 * dC0).sum((-2, -1)) + (n0 * dn0).sum(-1) + to_m0
     return dq, dk, dv, di, df, dC0, dn0, dm0
+
+
+def _segment_cumsum(x: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
+    """``x (B, T, H)``, ``doc (B, T, 1)`` labels constant on contiguous documents -> Σ_{l<=t, doc_l = doc_t} x_l.
+    A log-step scan that only ever adds terms of one document (never a difference of sums across a start)."""
+    out, shift = x, 1
+    while shift < x.shape[1]:
+        same = doc[:, shift:] == doc[:, :-shift]
+        out = torch.cat([out[:, :shift], out[:, shift:] + torch.where(same, out[:, :-shift], 0.0)], 1)
+        shift *= 2
+    return out
+
+
+def _segment_argmax(x: torch.Tensor, doc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The running maximum of ``x (B, T, H)`` inside each document (``doc`` as ``_segment_cumsum``) and where it is
+    (the latest index on ties, as ``torch.cummax``), by the same log-step scan."""
+    val, idx, shift = x, torch.arange(x.shape[1], device=x.device)[None, :, None].expand_as(x), 1
+    while shift < x.shape[1]:
+        take = (doc[:, shift:] == doc[:, :-shift]) & (val[:, :-shift] > val[:, shift:])
+        val = torch.cat([val[:, :shift], torch.where(take, val[:, :-shift], val[:, shift:])], 1)
+        idx = torch.cat([idx[:, :shift], torch.where(take, idx[:, :-shift], idx[:, shift:])], 1)
+        shift *= 2
+    return val, idx
+
+
+def _stabiliser_routes(ig, phi, m0, dR, doc):
+    """Step 4 with packed documents: R_t = max(base_t, max_{s<=t in t's document} (i_s - B'_s)), B' the
+    within-document cumsum of log f, base_t = m_0 before the first start and 0 (a new document's fresh m) after
+    one. Returns dR routed to the arg-max tokens (B, T, H) and to m_0 (B, H)."""
+    best, at = _segment_argmax(ig.double() - _segment_cumsum(phi.double(), doc), doc)
+    base = torch.where(doc == 0, m0[:, None], 0.0)
+    token = best >= base  # ties go to the token, as cummax's latest index in the plain route
+    to_tokens = torch.zeros_like(dR).scatter_add_(1, at, torch.where(token, dR, 0.0))
+    to_m0 = torch.where(token | (doc != 0), 0.0, dR).sum(1)
+    return to_tokens, to_m0
 
 
 class MLSTMTriton(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate, backward_impl):
-
+    def forward(ctx, q, k, v, i, f, C0, n0, m0, chunk, eps, forget_gate, backward_impl, reset=None):
         state = None if C0 is None else (C0, n0, m0)
         ig = i.float().contiguous()
         phi = log_forget(f.float(), forget_gate).contiguous()
-        h, C, n, m = _forward(q, k, v, ig, phi, state, chunk, eps)
+        r8 = None if reset is None else reset.to(torch.int8).contiguous()
+        h, C, n, m = _forward(q, k, v, ig, phi, state, chunk, eps, r8)
+        ctx.reset, ctx.r8 = reset, r8  # the backward takes the same starts
         if backward_impl == "triton":
             ctx.save_for_backward(q, k, v, i, f, C0, n0, m0, ig, phi, h)
         else:
@@ -607,13 +721,13 @@ class MLSTMTriton(torch.autograd.Function):
         if backward_impl == "triton":
             q, k, v, i, f, C0, n0, m0, ig, phi, h = ctx.saved_tensors
             state = None if C0 is None else (C0, n0, m0)
-            grads = _backward(q, k, v, ig, phi, f, state, h, dh, dC, dn, dm, chunk, eps, forget_gate)
+            grads = _backward(q, k, v, ig, phi, f, state, h, dh, dC, dn, dm, chunk, eps, forget_gate, ctx.r8)
             ins = (q, k, v, i, f, C0, n0, m0)
             out = [
                 None if (gr is None or not ctx.needs_input_grad[j]) else gr.to(ins[j].dtype)
                 for j, gr in enumerate(grads)
             ]
-            return (*out, None, None, None, None)
+            return (*out, None, None, None, None, None)
         # "torch": recompute with the PyTorch chunkwise path and differentiate it
 
         saved = ctx.saved_tensors
@@ -623,12 +737,14 @@ class MLSTMTriton(torch.autograd.Function):
             ]
             q, k, v, i, f, C0, n0, m0 = ins
             state = None if C0 is None else (C0, n0, m0)
-            h, (C, n, m) = mlstm_chunkwise(q, k, v, i, f, state, chunk_size=chunk, eps=eps, forget_gate=forget_gate)
+            h, (C, n, m) = mlstm_chunkwise(
+                q, k, v, i, f, state, chunk_size=chunk, eps=eps, forget_gate=forget_gate, reset=ctx.reset
+            )
             wrt = [t for t in ins if t is not None and t.requires_grad]
             grads = torch.autograd.grad((h, C, n, m), wrt, (dh, dC, dn, dm), allow_unused=True)
         it = iter(grads)
         out = [next(it) if (t is not None and t.requires_grad) else None for t in ins]
-        return (*out, None, None, None, None)
+        return (*out, None, None, None, None, None)
 
 
 def mlstm_triton(
@@ -642,9 +758,11 @@ def mlstm_triton(
     eps: float = 1e-6,
     forget_gate: str = "sigmoid",
     backward: str = "triton",
+    reset=None,
 ):
     """Same contract as ``ops.mlstm.mlstm``: ``q, k (B, T, H, K)``, ``v (B, T, H, V)``, ``i, f (B, T, H)``,
-    ``state = (C, n, m)`` or None -> ``h (B, T, H, V)`` in v's dtype and the final state in fp32.
+    ``state = (C, n, m)`` or None, ``reset (B, T)`` bool or None (packed document starts) -> ``h (B, T, H, V)`` in
+    v's dtype and the final state in fp32.
 
     ``chunk_size`` must be a power of two >= 16 (default 64 on the GPU, 16 under the interpreter); on a GPU where
     the kernels spill at that chunk length they run shorter tiles (``kernel_tile``, logged once).
@@ -655,26 +773,26 @@ def mlstm_triton(
 
     if backward not in ("triton", "torch"):
         raise InputError(f"mlstm_triton: backward must be 'triton' or 'torch', got {backward!r}")
-    check_inputs(q, k, v, i, f, state, forget_gate, eps)
+    check_inputs(q, k, v, i, f, state, forget_gate, eps, reset)
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_float(name, t)
     chunk = chunk_size or (16 if interpreting() else 64)
     unfit = chunk_unfit(chunk)
     require(unfit is None, f"mlstm_triton: {unfit}")
-    tile, _ = kernel_tile(q, k, v, chunk, state)
+    tile, _ = kernel_tile(q, k, v, chunk, state, reset=reset)
     if compute_capability(q) is not None:  # on a GPU the autotuner would build every config before refusing
         wide = qk_head_unfit(q.shape[-1])
         require(wide is None, f"mlstm_triton: q: {wide}; use mode='chunkwise'")
     if tile is not None and tile < chunk:  # logged once: a kernel spills at the chunk length on this GPU
         note_kernel("mlstm", f"triton (tiles of {tile} tokens for chunk {chunk})", q.device)
-    return _run(q, k, v, i, f, state, tile or chunk, eps, forget_gate, backward)
+    return _run(q, k, v, i, f, state, tile or chunk, eps, forget_gate, backward, reset)
 
 
-def _run(q, k, v, i, f, state, tile, eps, forget_gate, backward):
+def _run(q, k, v, i, f, state, tile, eps, forget_gate, backward, reset=None):
     """The kernels with token tiles of ``tile`` (``kernel_tile``'s choice; the shape probe calls this directly)."""
     q, k, v, i, f = (t.contiguous() for t in (q, k, v, i, f))
     C0, n0, m0 = (None, None, None) if state is None else (s.float().contiguous() for s in state)
-    h, C, n, m = apply(MLSTMTriton, q, k, v, i, f, C0, n0, m0, tile, eps, forget_gate, backward)
+    h, C, n, m = apply(MLSTMTriton, q, k, v, i, f, C0, n0, m0, tile, eps, forget_gate, backward, reset)
     return h, (C, n, m)
 
 
@@ -698,7 +816,9 @@ def qk_head_unfit(K: int) -> str | None:
     )
 
 
-def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> tuple[int | None, str | None]:
+def kernel_tile(
+    q, k, v, chunk_size: int, state=None, cc: int | None = None, reset=None
+) -> tuple[int | None, str | None]:
     """The token tile the kernels run for chunks of ``chunk_size``, and why not the chunk itself.
 
     The chunkwise mLSTM computes the same function at every chunk length (the stabiliser entering a chunk is the
@@ -708,7 +828,8 @@ def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> 
     on sm_80: the (L, L) score tiles spill), the kernels run the longest halving of it (>= 16) at which all of
     them fit: ``(tile, None)``. ``(None, why)`` when none does (e.g. head dim 256 in training). Off CUDA without ``cc``
     (compute capability; default q's device) the interpreter has no such limits: ``(chunk_size, None)``. A qk head
-    wider than ``MAX_QK_TILE`` is ``(None, why)`` on any GPU without compiling (``qk_head_unfit``)."""
+    wider than ``MAX_QK_TILE`` is ``(None, why)`` on any GPU without compiling (``qk_head_unfit``). With ``reset``
+    the kernels' ``HAS_RESET`` variants are probed (their document masks take registers of their own)."""
     cc = compute_capability(q, cc)
     if cc is None:
         return chunk_size, None
@@ -718,22 +839,24 @@ def kernel_tile(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> 
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     first = None
     for tile in chunk_halvings(chunk_size):
-        why = _shape_unfit(q.shape[-1], v.shape[-1], tile, q.dtype, state is not None, grad, cc, q.device)
+        why = _shape_unfit(
+            q.shape[-1], v.shape[-1], tile, q.dtype, state is not None, grad, cc, q.device, reset is not None
+        )
         if why is None:
             return tile, None
         first = first or why
     return None, first
 
 
-def shape_unfit(q, k, v, chunk_size: int, state=None, cc: int | None = None) -> str | None:
+def shape_unfit(q, k, v, chunk_size: int, state=None, cc: int | None = None, reset=None) -> str | None:
     """Why ``mlstm_triton`` cannot serve inputs like these on the GPU at any tile (``kernel_tile``): None when it
     can, and off CUDA without ``cc``. Asked by the ``mode="auto"`` dispatch (``ops/mlstm/__init__.py:
     triton_fits``) before anything is launched."""
-    return kernel_tile(q, k, v, chunk_size, state, cc)[1]
+    return kernel_tile(q, k, v, chunk_size, state, cc, reset)[1]
 
 
 @functools.cache
-def _shape_unfit(K, V, chunk, dtype, has_state, grad, cc, device) -> str | None:
+def _shape_unfit(K, V, chunk, dtype, has_state, grad, cc, device, has_reset=False) -> str | None:
     def run():  # the real entry point on one head of one chunk: same kernels, constexprs and autotune keys
         with torch.enable_grad() if grad else torch.no_grad():
             q, k = (torch.zeros(1, chunk, 1, K, dtype=dtype, device=device, requires_grad=grad) for _ in range(2))
@@ -741,7 +864,8 @@ def _shape_unfit(K, V, chunk, dtype, has_state, grad, cc, device) -> str | None:
             i, f = (torch.zeros(1, chunk, 1, device=device) for _ in range(2))
             z = (torch.zeros(1, 1, K, V, device=device), torch.zeros(1, 1, K, device=device), torch.zeros(1, 1))
             st = tuple(t.to(device) for t in z) if has_state else None
-            _run(q, k, v, i, f, st, chunk, 1e-6, "sigmoid", "triton")  # with grad, ``apply`` runs the backward too
+            r = torch.zeros(1, chunk, dtype=torch.bool, device=device) if has_reset else None
+            _run(q, k, v, i, f, st, chunk, 1e-6, "sigmoid", "triton", r)  # with grad, ``apply`` runs the backward too
 
     for kernel, args, kwargs in probe_launches(run):
         why = launch_unfit(kernel, args, kwargs, cc)
