@@ -2,8 +2,8 @@
 
 A batch of 2 rows, each packing several documents (different starts per row, one-token documents included),
 run once with ``segment_pos`` gives every document the logits it gets alone, and the gradient of every parameter
-equals the sum over the documents run alone. A family whose mixers do not declare ``supports_segment_pos`` yet is
-skipped with the mixer named (the model would refuse the input with an InputError). The trunk test checks that
+equals the sum over the documents run alone. Every family's mixers declare ``supports_segment_pos`` (asserted, so a
+family that loses it fails here rather than being skipped). The trunk test checks that
 ``segment_pos`` reaches every layer of every family, whatever block kind holds the mixer.
 """
 
@@ -60,9 +60,7 @@ def unsupported(model: LanguageModel) -> list[str]:
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_packed_rows_equal_documents_alone(family):
     model = build(family)
-    missing = unsupported(model)
-    if missing:
-        pytest.skip(f"{family}: mixer(s) {missing} do not take segment_pos yet")
+    assert not unsupported(model), f"{family}: mixer(s) {unsupported(model)} do not take segment_pos"
     g = torch.Generator().manual_seed(1)
     T = sum(ROWS[0])
     ids = torch.randint(0, VOCAB, (2, T), generator=g)
