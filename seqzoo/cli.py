@@ -61,16 +61,17 @@ def cmd_list(args) -> int:
 
 # -------------------------------------------------------------------------- train
 def build_run_spec(args) -> dict[str, Any]:
+    from .overrides import deep_merge
     from .train.spec import apply_dotted, load_config_file
 
     spec: dict[str, Any] = load_config_file(args.config) if args.config else {}
     spec = {k: dict(spec.get(k, {})) for k in ("model", "task", "train")}
     if args.model:
         spec["model"]["preset"] = args.model
-    spec["model"].update(_kv(args.model_arg, "--model-arg"))
+    spec["model"] = deep_merge(spec["model"], _kv(args.model_arg, "--model-arg"))
     if args.task:
         spec["task"]["name"] = args.task
-    spec["task"].update(_kv(args.task_arg, "--task-arg"))
+    spec["task"] = deep_merge(spec["task"], _kv(args.task_arg, "--task-arg"))
     for flag in (
         "steps",
         "batch_size",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
+from ..overrides import deep_merge
 
 
 def as_list(v: Any, cast=str) -> list:
@@ -70,7 +71,10 @@ def resolve_options(defaults: dict[str, Any], given: dict[str, Any], where: str)
         )
     out = dict(defaults)
     for k, v in given.items():
-        out[k] = _cast(k, v, defaults[k], where) if defaults[k] is not None else v
+        if isinstance(defaults[k], dict) and isinstance(v, dict):  # a nested option keeps what is not named
+            out[k] = deep_merge(defaults[k], v)
+        else:
+            out[k] = _cast(k, v, defaults[k], where) if defaults[k] is not None else v
     return out
 
 

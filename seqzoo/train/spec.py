@@ -19,6 +19,7 @@ import torch
 
 from ..errors import InputError, MissingFileError
 from ..models import MODEL_TYPES, PRESETS, ModelConfig
+from ..overrides import deep_merge
 from ..tasks import build_task
 from .config import TrainConfig
 
@@ -55,16 +56,22 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def apply_dotted(spec: dict[str, Any], assignments: dict[str, Any]) -> dict[str, Any]:
-    """``{"train.steps": 100}`` -> ``spec["train"]["steps"] = 100``."""
+    """``{"train.steps": 100}`` -> ``spec["train"]["steps"] = 100``. A dict value merges into a dict already there
+    (``overrides.deep_merge``): ``model.mixer_kwargs={"mlstm": {...}}`` keeps the other mixers' settings."""
     spec = copy.deepcopy(spec)
     for key, value in assignments.items():
         parts = key.split(".")
-        if parts[0] not in ("model", "task", "train") or len(parts) < 2:
+        if parts[0] not in ("model", "task", "train") or len(parts) < 2 or not all(parts):
             raise InputError(f"--set keys look like model.X, task.X or train.X; got {key!r}")
+        nested: Any = value
+        for p in reversed(parts[1:]):
+            nested = {p: nested}
         node = spec.setdefault(parts[0], {})
-        for p in parts[1:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
+        for depth, p in enumerate(parts[1:-1], start=1):
+            node = node.get(p, {})
+            if not isinstance(node, dict):  # train.lr.x=1: lr holds a number, not settings
+                raise InputError(f"--set {key}: {'.'.join(parts[: depth + 1])} is {node!r}, not a table of settings")
+        spec[parts[0]] = deep_merge(spec[parts[0]], nested)
     return spec
 
 
