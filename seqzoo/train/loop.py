@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from ..errors import InputError, TrainingDivergedError
 from ..eval.evaluate import evaluate, forward_logits, scored_loss_sum
+from ..outputs import check_output_dir
 from ..tasks.base import IGNORE_INDEX, Task
 from .checkpoint import (
     CHECKPOINT_NAME,
@@ -43,9 +44,37 @@ from .optim import build_optimizer, set_lr
 
 
 def resolve_device(name: str) -> torch.device:
+    """The device a run trains on; a device this machine lacks is refused here, before any file is written."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"device={name!r}: CUDA is not available here; use device 'cpu' or 'auto'")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise InputError(f"device={name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError(f"device={name!r}: MPS is not available here; use device 'cpu' or 'auto'")
+    return device
+
+
+def distributed_kind(cfg: TrainConfig) -> str:
+    """``none``, ``ddp`` or ``fsdp`` for this process; a multi-process kind without a torchrun launch is refused."""
+    kind = cfg.distributed
+    if kind == "auto":
+        kind = "ddp" if launched_by_torchrun() else "none"
+    if kind != "none" and not launched_by_torchrun():
+        raise InputError(f"distributed={kind!r} needs a torchrun launch (WORLD_SIZE > 1)")
+    return kind
+
+
+def check_can_start(cfg: TrainConfig) -> None:
+    """What ``train`` refuses before its first write, for callers that write into the run folder first (the CLI's
+    run.json): the device exists, the launch fits ``distributed``, ``out_dir`` can be a folder."""
+    resolve_device(cfg.device)
+    distributed_kind(cfg)
+    if cfg.out_dir:
+        check_output_dir(cfg.out_dir, "out_dir (--out)")
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
@@ -176,13 +205,10 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     cfg = cfg or TrainConfig()
     if overrides:
         cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
+    check_can_start(cfg)
     device = resolve_device(cfg.device)
-    kind = cfg.distributed
-    if kind == "auto":
-        kind = "ddp" if launched_by_torchrun() else "none"
+    kind = distributed_kind(cfg)
     if kind != "none":
-        if not launched_by_torchrun():
-            raise InputError(f"distributed={kind!r} needs a torchrun launch (WORLD_SIZE > 1)")
         if device.type == "cuda":
             local = int(__import__("os").environ.get("LOCAL_RANK", 0))
             device = torch.device("cuda", local)
