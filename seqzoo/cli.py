@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, TrainingDivergedError
+from .errors import InputError, TrainingDivergedError, TrainingInterrupted
 from .host_memory import apply_malloc_setting
 from .outputs import check_output_dir, check_output_file
 
@@ -548,7 +548,11 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    try:
+        args = make_parser().parse_args(argv)  # imports the subcommands' modules: seconds on a busy machine
+    except KeyboardInterrupt:
+        print("seqzoo: interrupted", file=sys.stderr)
+        return 130
     try:
         apply_malloc_setting()  # CPU training steps reuse their freed activations' pages (host_memory.py)
         return args.fn(args)
@@ -558,6 +562,12 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingDivergedError as e:  # valid input, failed optimisation: one line, exit 3, last checkpoint kept
         print(f"seqzoo {args.command}: training diverged: {e}", file=sys.stderr)
         return 3
+    except TrainingInterrupted as e:  # Ctrl-C in training: the last whole step is saved; 130 = 128 + SIGINT
+        print(f"seqzoo {args.command}: {e}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # Ctrl-C elsewhere: the user's request, not a bug, so no traceback
+        print(f"seqzoo {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..errors import InputError, TrainingDivergedError
+from ..errors import InputError, TrainingDivergedError, TrainingInterrupted
 from ..eval.evaluate import evaluate, forward_logits, scored_loss_sum
 from ..outputs import check_output_dir
 from ..tasks.base import IGNORE_INDEX, Task
@@ -40,6 +40,7 @@ from .distributed import (
     world,
     wrap_model,
 )
+from .interrupt import StopRequest
 from .optim import build_optimizer, set_lr
 
 
@@ -190,6 +191,22 @@ def check_resume(out: Path, cfg: TrainConfig, task: Task, model) -> None:
         )
 
 
+def _interrupted(done: int, cfg: TrainConfig, saved: int, ckpt_path: Path | None, save) -> TrainingInterrupted:
+    """Save step ``done`` unless the checkpoint holds it already (step ``saved``), and say how to go on."""
+    where = f"interrupted after step {done} of {cfg.steps}"
+    if ckpt_path is None:
+        return TrainingInterrupted(f"{where}; the run has no out_dir, so nothing was saved", done, None)
+    if done == 0:
+        return TrainingInterrupted(f"{where}; no step to save, a rerun starts from step 0", done, None)
+    if done > saved:
+        save()
+    return TrainingInterrupted(
+        f"{where}; checkpoint saved in {ckpt_path}; run the same command again to resume from step {done}",
+        done,
+        str(ckpt_path),
+    )
+
+
 def determinism_note(device: torch.device, world_size: int) -> str:
     """What a rerun of the same command and seed reproduces, written into ``final.json``."""
     if device.type == "cpu" and world_size == 1:
@@ -201,10 +218,19 @@ def determinism_note(device: torch.device, world_size: int) -> str:
 
 
 def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]:
-    """Train ``model`` on ``task``; returns the final metrics. Writes files to ``cfg.out_dir`` when set."""
+    """Train ``model`` on ``task``; returns the final metrics. Writes files to ``cfg.out_dir`` when set.
+
+    Ctrl-C (SIGINT, single process) ends the step under way, saves its checkpoint and raises
+    :class:`~seqzoo.errors.TrainingInterrupted`; the same call again resumes from that step (``interrupt.py``)."""
     cfg = cfg or TrainConfig()
     if overrides:
         cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
+    # under torchrun every rank would have to stop at the same step: there Ctrl-C keeps its default behaviour
+    with StopRequest(enabled=not launched_by_torchrun(), notice=cfg.progress) as stop:
+        return _train(model, task, cfg, stop)
+
+
+def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, Any]:
     check_can_start(cfg)
     device = resolve_device(cfg.device)
     kind = distributed_kind(cfg)
@@ -237,6 +263,8 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     if resuming:
         resume_state = load_checkpoint(ckpt_path, model)
         start_step = resume_state["step"]
+        if main:
+            print(f"resuming from step {start_step} of {cfg.steps} ({ckpt_path})", flush=True)
     if out is not None and main:
         out.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(ckpt_path)
@@ -284,7 +312,10 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     loss_value = float("nan")
     stop_at = cfg.steps if cfg.stop_after is None else min(cfg.steps, cfg.stop_after)
     train_model.train()
+    done = saved = start_step  # a resumed run's checkpoint holds start_step
     for step in range(start_step, stop_at):
+        if stop.requested:  # Ctrl-C: between two whole steps, never inside optimizer.step()
+            break
         lr = set_lr(optimizer, step, cfg)
         xs, ys = source.global_batch(step)
         n_scored = int((ys != IGNORE_INDEX).sum()) if task_kind == "lm" else ys.shape[0]
@@ -330,11 +361,16 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
             last_eval = run_eval(done)
         if cfg.ckpt_every and done % cfg.ckpt_every == 0 and out is not None:
             save_checkpoint(ckpt_path, train_model, optimizer, done, main)
+            saved = done
         bar.update(1)
         bar.set_postfix(
             loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", **({"acc": f"{last_eval['accuracy']:.3f}"} if last_eval else {})
         )
     bar.close()
+    if stop.requested and done < stop_at:
+        raise _interrupted(
+            done, cfg, saved, ckpt_path, lambda: save_checkpoint(ckpt_path, train_model, optimizer, done, main)
+        )
     result: dict[str, Any] = {
         "step": stop_at,
         "train_loss": loss_value,
