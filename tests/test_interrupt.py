@@ -140,7 +140,6 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
 
 
-@pytest.mark.slow
 def test_ctrl_c_on_the_command_line_saves_the_step_and_the_rerun_resumes_from_it(tmp_path):
     """The real thing: ``python -m seqzoo train`` with default checkpointing, SIGINT once some steps are done."""
     steps = 60
