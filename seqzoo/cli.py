@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, TrainingDivergedError
+from .errors import InputError, TrainingDivergedError, TrainingInterrupted
 from .host_memory import apply_malloc_setting
+from .outputs import check_output_dir, check_output_file
 
 EPILOG = """examples:
   seqzoo zoo                                     # every seed system on the quick probe suite: report.html
@@ -61,16 +63,17 @@ def cmd_list(args) -> int:
 
 # -------------------------------------------------------------------------- train
 def build_run_spec(args) -> dict[str, Any]:
+    from .overrides import deep_merge
     from .train.spec import apply_dotted, load_config_file
 
     spec: dict[str, Any] = load_config_file(args.config) if args.config else {}
     spec = {k: dict(spec.get(k, {})) for k in ("model", "task", "train")}
     if args.model:
         spec["model"]["preset"] = args.model
-    spec["model"].update(_kv(args.model_arg, "--model-arg"))
+    spec["model"] = deep_merge(spec["model"], _kv(args.model_arg, "--model-arg"))
     if args.task:
         spec["task"]["name"] = args.task
-    spec["task"].update(_kv(args.task_arg, "--task-arg"))
+    spec["task"] = deep_merge(spec["task"], _kv(args.task_arg, "--task-arg"))
     for flag in (
         "steps",
         "batch_size",
@@ -145,6 +148,8 @@ def cmd_eval(args) -> int:
     for flag, value in (("--samples", args.samples), ("--batch-size", args.batch_size)):
         if value < 1:
             raise InputError(f"{flag} must be >= 1, got {value}")
+    if args.out:  # before the model is loaded and evaluated, not after
+        check_output_file(args.out, "--out")
     from .eval import evaluate
     from .tasks import build_task
 
@@ -190,7 +195,10 @@ def cmd_generate(args) -> int:
         tok = make_tokenizer(args.tokenizer or spec.get("tokenizer", "byte"), args.bpe_dir or spec.get("bpe_dir"))
         ids = tok.encode(args.prompt)
     else:
-        ids = [int(i) for i in args.ids.split(",") if i.strip()]
+        try:
+            ids = [int(i) for i in args.ids.split(",") if i.strip()]
+        except ValueError:
+            raise InputError(f"--ids must be comma-separated token ids (ints), got {args.ids!r}") from None
     if not ids:
         raise InputError("the prompt is empty: pass --prompt TEXT or --ids 1,2,3")
     g = torch.Generator().manual_seed(args.seed)
@@ -212,6 +220,7 @@ def cmd_generate(args) -> int:
 def cmd_zoo(args) -> int:
     from .experiments.zoo import run_zoo
 
+    check_output_dir(args.out, "--out")
     task = None
     if args.task or args.task_arg:
         task = {"name": args.task or "mqar", **_kv(args.task_arg, "--task-arg")}
@@ -248,8 +257,29 @@ BENCH_OUT = {
 }
 
 
+def check_bench_options(args) -> None:
+    """The numbers every suite (or the mixers suite) reads, refused before anything is measured."""
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise InputError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
+    if args.threads is not None and args.threads < 1:
+        raise InputError(f"--threads must be >= 1, got {args.threads}")
+    if args.suite == "mixers":
+        for flag, value in (("--d-model", args.d_model), ("--batch", args.batch)):
+            if value < 1:
+                raise InputError(f"{flag} must be >= 1, got {value}")
+        if args.mixer_kwargs:
+            try:
+                kwargs = json.loads(args.mixer_kwargs)
+            except json.JSONDecodeError as e:
+                raise InputError(f'--mixer-kwargs must be JSON, {{"mixer": {{kwarg: value}}}}: {e}') from None
+            if not isinstance(kwargs, dict) or not all(isinstance(v, dict) for v in kwargs.values()):
+                raise InputError(f"--mixer-kwargs must map mixer names to objects of arguments, got {kwargs!r}")
+
+
 def cmd_bench(args) -> int:
     out = args.out or BENCH_OUT[args.suite]
+    check_bench_options(args)
+    check_output_dir(out, "--out")  # before anything is measured
     if args.suite == "official":
         from .bench.official import run_from_args as run_official
 
@@ -296,6 +326,7 @@ def cmd_experiment(args) -> int:
 
     exp = get_experiment(args.name)
     out = args.out or f"results/{exp.name}"
+    check_output_dir(out, "--out")
     res = exp.run(out_dir=out, **_kv(args.set, "--set"))
     print(res.get("table", json.dumps(res, indent=2, default=str)) if isinstance(res, dict) else res)
     print(f"\nresults written to {out}")
@@ -521,7 +552,11 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    try:
+        args = make_parser().parse_args(argv)  # imports the subcommands' modules: seconds on a busy machine
+    except KeyboardInterrupt:
+        print("seqzoo: interrupted", file=sys.stderr)
+        return 130
     try:
         apply_malloc_setting()  # CPU training steps reuse their freed activations' pages (host_memory.py)
         return args.fn(args)
@@ -531,6 +566,12 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingDivergedError as e:  # valid input, failed optimisation: one line, exit 3, last checkpoint kept
         print(f"seqzoo {args.command}: training diverged: {e}", file=sys.stderr)
         return 3
+    except TrainingInterrupted as e:  # Ctrl-C in training: the last whole step is saved; 130 = 128 + SIGINT
+        print(f"seqzoo {args.command}: {e}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # Ctrl-C elsewhere: the user's request, not a bug, so no traceback
+        print(f"seqzoo {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

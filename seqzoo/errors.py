@@ -32,3 +32,13 @@ class TrainingDivergedError(FloatingPointError):
     """The training loss became NaN or infinite. Raised at once, before that step is logged or checkpointed: the
     run folder keeps its last good checkpoint and holds no non-finite result. The CLI prints it as one line with
     exit code 3 (not 2: the input was valid, the optimisation was not)."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped by Ctrl-C after a whole step; ``step`` is that step and ``checkpoint`` the file holding it
+    (None when the run has no output folder or no step was done). The CLI prints it as one line with exit code 130
+    (128 + SIGINT); a ``KeyboardInterrupt``, so callers that catch that keep working."""
+
+    def __init__(self, message: str, step: int, checkpoint: str | None):
+        super().__init__(message)
+        self.step, self.checkpoint = step, checkpoint

@@ -7,12 +7,21 @@ through ``SystemExit``; both are accepted. The table covers every subcommand of 
 from pathlib import Path
 
 import pytest
+import torch
 
 from seqzoo.cli import main, make_parser
 from seqzoo.errors import InputError, MissingFileError
 
 RUN = "RUN"  # replaced by a real tiny training folder
 OUT = "OUT"  # replaced by an output folder that must stay untouched
+BELOW_A_FILE = OUT + "/keep.txt/sub"  # a path below the file keep.txt: no folder can be made there
+# config files written beside --out for each case: malformed TOML and JSON, a section that is not a table
+CONFIGS = {
+    "BAD.toml": "[train\nsteps = 3\n",
+    "BAD.json": '{"train": {"steps": 3,}}',
+    "FLAT.toml": "train = 3\n",
+}
+TINY_TRAIN = ["train", "--model", "attention-tiny", "--task", "mqar", "--task-arg", "num_pairs=2", "--steps", "2"]
 
 CASES = [
     # (subcommand args, word the message must contain)
@@ -53,7 +62,46 @@ CASES = [
     (["experiment", "kernels-bench", "--set", "n_heads=0", "--set", "lengths=16", "--out", OUT], "n_heads"),
     (["convert", "no/such/folder", "--out", OUT], "no/such/folder"),
     (["kernels", "check", "--targets", "sm_12", "--out", OUT], "sm_12"),
+    # issue #42 round 2: wrong types, non-finite numbers, missing devices, malformed configs, unwritable outputs
+    ([*TINY_TRAIN, "--task-arg", "num_pair=2", "--out", OUT], "num_pair"),
+    ([*TINY_TRAIN, "--task-arg", "seq_len=abc", "--out", OUT], "seq_len"),
+    ([*TINY_TRAIN, "--set", "train.lr=abc", "--out", OUT], "lr"),
+    ([*TINY_TRAIN, "--lr", "nan", "--out", OUT], "lr"),
+    ([*TINY_TRAIN, "--lr", "inf", "--out", OUT], "lr"),
+    ([*TINY_TRAIN, "--set", "train.weight_decay=-1", "--out", OUT], "weight_decay"),
+    ([*TINY_TRAIN, "--set", "train.grad_clip=NaN", "--out", OUT], "grad_clip"),
+    ([*TINY_TRAIN, "--set", "train.eps=0", "--out", OUT], "eps"),
+    ([*TINY_TRAIN, "--set", "train.betas=[0.9]", "--out", OUT], "betas"),
+    ([*TINY_TRAIN, "--set", "train.steps=true", "--out", OUT], "steps"),
+    ([*TINY_TRAIN, "--lr", "0.01", "--set", "train.lr.x=1", "--out", OUT], "train.lr"),
+    ([*TINY_TRAIN, "--model-arg", "mlp_ratio=abc", "--out", OUT], "mlp_ratio"),
+    ([*TINY_TRAIN, "--model-arg", "norm_eps=NaN", "--out", OUT], "norm_eps"),
+    ([*TINY_TRAIN, "--device", "no-such-device", "--out", OUT], "device"),
+    ([*TINY_TRAIN, "--distributed", "fsdp", "--out", OUT], "fsdp"),
+    ([*TINY_TRAIN, "--out", BELOW_A_FILE], "--out"),
+    (["train", "--config", "BAD.toml", "--out", OUT], "--config"),
+    (["train", "--config", "BAD.json", "--out", OUT], "--config"),
+    (["train", "--config", "FLAT.toml", "--out", OUT], "train"),
+    (["eval", "--run", RUN, "--samples", "8", "--out", BELOW_A_FILE + "/m.json"], "--out"),
+    (["eval", "--run", RUN, "--samples", "8", "--out", OUT], "--out"),
+    (["eval", "--run", RUN, "--samples", "8", "--task-arg", "seq_len=abc"], "seq_len"),
+    (["generate", "--run", RUN, "--ids", "3,x"], "--ids"),
+    (["generate", "--run", RUN, "--ids", "3,4", "--temperature", "nan"], "temperature"),
+    (["zoo", "--lr", "nan", "--out", OUT], "lr"),
+    (["zoo", "--steps", "1", "--out", BELOW_A_FILE], "--out"),
+    (["bench", "--mixers", "attention", "--lengths", "16", "--out", BELOW_A_FILE], "--out"),
+    (["bench", "--suite", "models", "--families", "hawk", "--lengths", "16", "--out", BELOW_A_FILE], "--out"),
+    (["bench", "--mixers", "attention", "--lengths", "16", "--timeout", "nan", "--out", OUT], "--timeout"),
+    (["bench", "--mixers", "attention", "--lengths", "16", "--d-model", "0", "--out", OUT], "--d-model"),
+    (["bench", "--mixers", "attention", "--lengths", "16", "--mixer-kwargs", "{bad", "--out", OUT], "--mixer-kwargs"),
+    (["experiment", "griffin-mqar", "--set", "steps=abc", "--out", OUT], "steps"),
+    (["experiment", "griffin-mqar", "--set", "lr=NaN", "--out", OUT], "lr"),
+    (["experiment", "griffin-mqar", "--out", BELOW_A_FILE], "--out"),
+    (["convert", RUN, "--out", BELOW_A_FILE], "--out"),
+    (["kernels", "check", "--out", BELOW_A_FILE], "--out"),
 ]
+NEEDS_NO_CUDA = ([*TINY_TRAIN, "--device", "cuda", "--out", OUT], "cuda")  # refused before run.json is written
+CASES.append(NEEDS_NO_CUDA)
 
 
 def _snapshot(root: Path) -> dict[str, float]:
@@ -82,7 +130,13 @@ def test_bad_input_exits_2_naming_the_option(args, word, tiny_run, tmp_path, cap
     out.mkdir()
     (out / "keep.txt").write_text("untouched")
     before, run_before = _snapshot(out), _snapshot(tiny_run)
-    argv = [str(tiny_run) if a == RUN else a.replace(OUT, str(out)) for a in args]
+    if (args, word) == NEEDS_NO_CUDA and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    for name, text in CONFIGS.items():
+        (tmp_path / name).write_text(text)
+    argv = [
+        str(tiny_run) if a == RUN else str(tmp_path / a) if a in CONFIGS else a.replace(OUT, str(out)) for a in args
+    ]
     try:
         code = main(argv)
     except SystemExit as e:  # argparse's own refusal

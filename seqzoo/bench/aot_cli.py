@@ -13,8 +13,10 @@ def _list(s: str) -> list[str]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from ..outputs import check_output_dir
     from . import aot
 
+    check_output_dir(args.out, "--out")
     t0 = time.perf_counter()
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "kernels_aot.partial.jsonl").unlink(missing_ok=True)

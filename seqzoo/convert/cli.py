@@ -14,8 +14,11 @@ DESCRIPTION = (
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    from ..outputs import check_output_dir
     from . import convert
     from .safetensors_io import parse_size
+
+    check_output_dir(args.out, "--out")
 
     stats = convert(
         args.src,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
+from ..field_types import check_number
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,13 @@ def _strict(fn: Callable, name: str, forwards: str | None = None) -> Callable:
         if forwards is not None:
             mod, attr = forwards.split(":")
             target = getattr(importlib.import_module(mod), attr)
-        known = [k for k in inspect.signature(target).parameters if k != "out_dir"]
+        params = inspect.signature(target).parameters
+        known = [k for k in params if k != "out_dir"]
         unknown = sorted(set(options) - set(known))
         if unknown:
             raise InputError(f"experiment {name}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        for key, value in options.items():  # steps="abc" or lr=nan refused here, not after some runs have trained
+            check_number(value, params[key].annotation, f"experiment {name}: option {key}")
         return fn(out_dir, **options)
 
     return run

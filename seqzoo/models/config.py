@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..field_types import check_fields
 from ..naming import upgrade_mixer_kwargs
 
 
@@ -74,6 +75,7 @@ class ModelConfig:
                 raise InputError(f"ModelConfig.{name} must be a positive int, got {v!r}")
         if isinstance(self.pattern, str):
             self.pattern = [self.pattern]
+        check_fields(self)  # types from the annotations, numbers finite (mlp_ratio="abc", norm_eps=nan)
         if not self.pattern or not all(isinstance(p, str) for p in self.pattern):
             raise InputError(f"ModelConfig.pattern must be a non-empty list of mixer names, got {self.pattern!r}")
         if self.pool not in ("mean", "first"):

@@ -7,9 +7,11 @@ An experiment declares its options as a dict of defaults; :func:`resolve_options
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import InputError
+from ..overrides import deep_merge
 
 
 def as_list(v: Any, cast=str) -> list:
@@ -50,6 +52,8 @@ def _cast(name: str, value: Any, default: Any, where: str) -> Any:
                 raise InputError(value)
             return int(value)
         if isinstance(default, float):
+            if isinstance(value, bool) or not math.isfinite(float(value)):
+                raise InputError(value)
             return float(value)
         if isinstance(default, (list, tuple)):
             cast = type(default[0]) if default else str
@@ -57,7 +61,8 @@ def _cast(name: str, value: Any, default: Any, where: str) -> Any:
         if isinstance(default, str) and not isinstance(value, str):
             return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
     except (TypeError, ValueError):
-        raise InputError(f"{where}: option {name}={value!r} must be a {type(default).__name__}") from None
+        kind = "finite float" if isinstance(default, float) else type(default).__name__
+        raise InputError(f"{where}: option {name}={value!r} must be a {kind}") from None
     return value
 
 
@@ -70,7 +75,10 @@ def resolve_options(defaults: dict[str, Any], given: dict[str, Any], where: str)
         )
     out = dict(defaults)
     for k, v in given.items():
-        out[k] = _cast(k, v, defaults[k], where) if defaults[k] is not None else v
+        if isinstance(defaults[k], dict) and isinstance(v, dict):  # a nested option keeps what is not named
+            out[k] = deep_merge(defaults[k], v)
+        else:
+            out[k] = _cast(k, v, defaults[k], where) if defaults[k] is not None else v
     return out
 
 

@@ -11,12 +11,14 @@ samples from the seed and the step number (infinite data, exactly reproducible o
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import torch
 
 from ..errors import InputError
+from ..field_types import check_value
 
 TASKS: dict[str, type[Task]] = {}
 IGNORE_INDEX = -100
@@ -35,8 +37,19 @@ def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
 
 
 def build_task(name: str, **kwargs: Any) -> Task:
+    """The registered task ``name`` built with ``kwargs``; an argument it does not take, or a value of the wrong type
+    (``seq_len="abc"`` from ``--task-arg``), is refused by name before the task is built."""
     if name not in TASKS:
         raise InputError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
+    params = inspect.signature(TASKS[name].__init__).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        known = [k for k, p in params.items() if k != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+        unknown = sorted(set(kwargs) - set(known))
+        if unknown:
+            raise InputError(f"task {name}: unknown argument(s) {', '.join(unknown)}; it takes {', '.join(known)}")
+    for key, value in kwargs.items():
+        if key in params and params[key].annotation is not inspect.Parameter.empty:
+            check_value(value, params[key].annotation, f"task {name}: {key}")
     return TASKS[name](**kwargs)
 
 

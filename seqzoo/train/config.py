@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
+from ..field_types import check_fields
 from ..models.config import strict_from_dict
 
 SCHEDULES = ("cosine", "onecycle")
@@ -49,6 +50,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
             self.betas = tuple(self.betas)
+        check_fields(self)  # types from the annotations, numbers finite: lr=nan or lr="abc" never starts a run
         for name in ("steps", "batch_size", "grad_accum", "eval_samples", "eval_batch_size", "log_every"):
             v = getattr(self, name)
             if not isinstance(v, int) or v <= 0:
@@ -59,6 +61,19 @@ class TrainConfig:
                 raise InputError(f"TrainConfig.{name} must be a non-negative int, got {v!r}")
         if self.lr <= 0:
             raise InputError(f"TrainConfig.lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0:
+            raise InputError(f"TrainConfig.weight_decay must be >= 0, got {self.weight_decay}")
+        if self.eps <= 0:
+            raise InputError(f"TrainConfig.eps must be > 0, got {self.eps}")
+        if len(self.betas) != 2 or not all(
+            isinstance(b, (int, float)) and not isinstance(b, bool) and 0.0 <= b < 1.0 for b in self.betas
+        ):
+            raise InputError(f"TrainConfig.betas must be two numbers in [0, 1), got {self.betas!r}")
+        if self.grad_clip is not None and self.grad_clip < 0:
+            raise InputError(f"TrainConfig.grad_clip must be > 0 (or 0 / null: no clipping), got {self.grad_clip}")
+        if self.stop_after is not None and self.stop_after <= 0:
+            raise InputError(f"TrainConfig.stop_after must be a positive int or null, got {self.stop_after}")
+        check_device_name(self.device)
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise InputError(f"TrainConfig.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
         if self.schedule not in SCHEDULES:
@@ -86,3 +101,16 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         return strict_from_dict(cls, d)
+
+
+def check_device_name(name: str) -> None:
+    """``auto``, ``cpu``, ``cuda``, ``cuda:N``, ...: a name torch can parse (whether it is present is checked when a run
+    starts, ``loop.resolve_device``: a config may be written on one machine and run on another)."""
+    import torch
+
+    if name == "auto":
+        return
+    try:
+        torch.device(name)
+    except (RuntimeError, ValueError):
+        raise InputError(f"TrainConfig.device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {name!r}") from None

@@ -18,8 +18,9 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..errors import InputError, TrainingDivergedError
+from ..errors import InputError, TrainingDivergedError, TrainingInterrupted
 from ..eval.evaluate import check_scored_logits, evaluate, scored_forward, scored_loss_sum, segment_pos_refusal
+from ..outputs import check_output_dir
 from ..tasks.base import IGNORE_INDEX, Batch, Task
 from .checkpoint import (
     CHECKPOINT_NAME,
@@ -39,13 +40,42 @@ from .distributed import (
     world,
     wrap_model,
 )
+from .interrupt import StopRequest
 from .optim import build_optimizer, set_lr
 
 
 def resolve_device(name: str) -> torch.device:
+    """The device a run trains on; a device this machine lacks is refused here, before any file is written."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError(f"device={name!r}: CUDA is not available here; use device 'cpu' or 'auto'")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise InputError(f"device={name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError(f"device={name!r}: MPS is not available here; use device 'cpu' or 'auto'")
+    return device
+
+
+def distributed_kind(cfg: TrainConfig) -> str:
+    """``none``, ``ddp`` or ``fsdp`` for this process; a multi-process kind without a torchrun launch is refused."""
+    kind = cfg.distributed
+    if kind == "auto":
+        kind = "ddp" if launched_by_torchrun() else "none"
+    if kind != "none" and not launched_by_torchrun():
+        raise InputError(f"distributed={kind!r} needs a torchrun launch (WORLD_SIZE > 1)")
+    return kind
+
+
+def check_can_start(cfg: TrainConfig) -> None:
+    """What ``train`` refuses before its first write, for callers that write into the run folder first (the CLI's
+    run.json): the device exists, the launch fits ``distributed``, ``out_dir`` can be a folder."""
+    resolve_device(cfg.device)
+    distributed_kind(cfg)
+    if cfg.out_dir:
+        check_output_dir(cfg.out_dir, "out_dir (--out)")
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
@@ -162,6 +192,22 @@ def check_resume(out: Path, cfg: TrainConfig, task: Task, model) -> None:
         )
 
 
+def _interrupted(done: int, cfg: TrainConfig, saved: int, ckpt_path: Path | None, save) -> TrainingInterrupted:
+    """Save step ``done`` unless the checkpoint holds it already (step ``saved``), and say how to go on."""
+    where = f"interrupted after step {done} of {cfg.steps}"
+    if ckpt_path is None:
+        return TrainingInterrupted(f"{where}; the run has no out_dir, so nothing was saved", done, None)
+    if done == 0:
+        return TrainingInterrupted(f"{where}; no step to save, a rerun starts from step 0", done, None)
+    if done > saved:
+        save()
+    return TrainingInterrupted(
+        f"{where}; checkpoint saved in {ckpt_path}; run the same command again to resume from step {done}",
+        done,
+        str(ckpt_path),
+    )
+
+
 def determinism_note(device: torch.device, world_size: int) -> str:
     """What a rerun of the same command and seed reproduces, written into ``final.json``."""
     if device.type == "cpu" and world_size == 1:
@@ -173,17 +219,23 @@ def determinism_note(device: torch.device, world_size: int) -> str:
 
 
 def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]:
-    """Train ``model`` on ``task``; returns the final metrics. Writes files to ``cfg.out_dir`` when set."""
+    """Train ``model`` on ``task``; returns the final metrics. Writes files to ``cfg.out_dir`` when set.
+
+    Ctrl-C (SIGINT, single process) ends the step under way, saves its checkpoint and raises
+    :class:`~seqzoo.errors.TrainingInterrupted`; the same call again resumes from that step (``interrupt.py``)."""
     cfg = cfg or TrainConfig()
     if overrides:
         cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
+    # under torchrun every rank would have to stop at the same step: there Ctrl-C keeps its default behaviour
+    with StopRequest(enabled=not launched_by_torchrun(), notice=cfg.progress) as stop:
+        return _train(model, task, cfg, stop)
+
+
+def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, Any]:
+    check_can_start(cfg)
     device = resolve_device(cfg.device)
-    kind = cfg.distributed
-    if kind == "auto":
-        kind = "ddp" if launched_by_torchrun() else "none"
+    kind = distributed_kind(cfg)
     if kind != "none":
-        if not launched_by_torchrun():
-            raise InputError(f"distributed={kind!r} needs a torchrun launch (WORLD_SIZE > 1)")
         if device.type == "cuda":
             local = int(__import__("os").environ.get("LOCAL_RANK", 0))
             device = torch.device("cuda", local)
@@ -217,6 +269,8 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     if resuming:
         resume_state = load_checkpoint(ckpt_path, model)
         start_step = resume_state["step"]
+        if main:
+            print(f"resuming from step {start_step} of {cfg.steps} ({ckpt_path})", flush=True)
     if out is not None and main:
         out.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(ckpt_path)
@@ -267,7 +321,10 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
     loss_value = float("nan")
     stop_at = cfg.steps if cfg.stop_after is None else min(cfg.steps, cfg.stop_after)
     train_model.train()
+    done = saved = start_step  # a resumed run's checkpoint holds start_step
     for step in range(start_step, stop_at):
+        if stop.requested:  # Ctrl-C: between two whole steps, never inside optimizer.step()
+            break
         lr = set_lr(optimizer, step, cfg)
         xs, ys, sps = source.global_batch(step)
         n_scored = int((ys != IGNORE_INDEX).sum()) if task_kind == "lm" else ys.shape[0]
@@ -314,11 +371,16 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
             last_eval = run_eval(done)
         if cfg.ckpt_every and done % cfg.ckpt_every == 0 and out is not None:
             save_checkpoint(ckpt_path, train_model, optimizer, done, main)
+            saved = done
         bar.update(1)
         bar.set_postfix(
             loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", **({"acc": f"{last_eval['accuracy']:.3f}"} if last_eval else {})
         )
     bar.close()
+    if stop.requested and done < stop_at:
+        raise _interrupted(
+            done, cfg, saved, ckpt_path, lambda: save_checkpoint(ckpt_path, train_model, optimizer, done, main)
+        )
     result: dict[str, Any] = {
         "step": stop_at,
         "train_loss": loss_value,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import InputError
-from ..config import ModelConfig
+from ...overrides import deep_merge
+from ..config import ModelConfig, repeat_pattern
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,24 @@ class Preset:
     make: Callable[[], ModelConfig]
 
     def config(self, **overrides: Any) -> ModelConfig:
-        return self.make().replace(**overrides) if overrides else self.make()
+        """The preset's config with ``overrides`` merged at every depth (``overrides.deep_merge``):
+        ``mixer_kwargs={"mlstm": {"chunk_size": 32}}`` changes that one setting and keeps the preset's others."""
+        base = self.make()
+        if not overrides:
+            return base
+        merged = deep_merge(base.to_dict(), overrides)
+        pattern, n_layers = merged.get("pattern"), merged.get("n_layers")
+        if isinstance(pattern, str):
+            pattern = [pattern]
+        if isinstance(pattern, list) and pattern and isinstance(n_layers, int) and n_layers > 0:
+            # the preset's settings for a mixer the overrides took out of every layer have no layer left to reach;
+            # settings the caller passes for such a mixer stay, and ModelConfig refuses them by name
+            used = set(repeat_pattern(pattern, n_layers))
+            for name in ("mixer_kwargs", "block_kwargs"):
+                given = overrides.get(name) if isinstance(overrides.get(name), dict) else {}
+                if isinstance(merged.get(name), dict):
+                    merged[name] = {k: v for k, v in merged[name].items() if k in used or k in given}
+        return ModelConfig.from_dict(merged)
 
 
 PRESETS: dict[str, Preset] = {}
