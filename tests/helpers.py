@@ -159,3 +159,14 @@ def spy(monkeypatch, module, name: str) -> list:
 
     monkeypatch.setattr(module, name, wrapper)
     return calls
+
+
+def outputs_and_grads(fn, args):
+    """``fn(*args) -> (y, S)`` (a GateLoop op: output and complex final state) run on fresh leaves: y, S and the
+    gradients of every non-None argument under a fixed weighting of y and of S's real and imaginary parts."""
+    leaves = [None if t is None else t.detach().clone().requires_grad_(True) for t in args]
+    y, S = fn(*leaves)
+    gy = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).reshape(y.shape)
+    loss = (y * gy).sum() + (S.real * 0.3 - S.imag * 0.7).sum()
+    wrt = [t for t in leaves if t is not None]
+    return y, S, torch.autograd.grad(loss, wrt)

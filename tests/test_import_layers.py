@@ -16,6 +16,9 @@ LAYERS = {
     "naming": 1,
     "kernels": 1,  # what the Triton kernels of ops/ share (device checks, the switch, autotune pruning)
     "plots": 1,
+    "overrides": 1,  # deep merge of configuration overrides
+    "field_types": 1,  # dataclass fields checked against their annotations
+    "outputs": 1,  # output folders checked before any work
     "host_memory": 2,
     "ops": 2,
     "tasks": 2,

@@ -106,7 +106,7 @@ def test_without_documents_nothing_changes(tmp_path, folder):
     "kwargs, match",
     [
         ({"separator": ""}, "separator must be a non-empty string"),
-        ({"separator": 3}, "separator must be a non-empty string"),
+        ({"separator": 3}, "separator must be a"),
         ({"separator": "<E>", "packed": False}, "needs packed=true"),
         ({"packed": "no"}, "packed must be true or false"),
     ],

@@ -11,14 +11,14 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import GRAD_SCALE, assert_close
+from helpers import GRAD_SCALE, assert_close, outputs_and_grads
 from native_libs import needs_built
 
+from seqzoo.bench.gateloop_chunkwise import main as bench_main
 from seqzoo.errors import InputError
 from seqzoo.mixers.gateloop_softmax import softmax_gateloop_attention
 from seqzoo.ops.gateloop import scores_native
 from seqzoo.ops.gateloop.attention import gateloop_attention, relative_scores
-from seqzoo.bench.gateloop_chunkwise import main as bench_main
 from seqzoo.ops.gateloop.chunkwise import gateloop_chunkwise
 from seqzoo.ops.gateloop.common import rotating_frame
 from seqzoo.ops.gateloop.naive import gateloop_naive
@@ -45,15 +45,6 @@ def chunkwise(C):
 
 
 FORMS = {f"chunkwise C={C}": chunkwise(C) for C in (5, 8, 16, 64)} | {"attention": gateloop_attention}
-
-
-def outputs_and_grads(fn, args):
-    leaves = [None if t is None else t.detach().clone().requires_grad_(True) for t in args]
-    y, S = fn(*leaves)
-    gy = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).reshape(y.shape)
-    loss = (y * gy).sum() + (S.real * 0.3 - S.imag * 0.7).sum()
-    wrt = [t for t in leaves if t is not None]
-    return y, S, torch.autograd.grad(loss, wrt)
 
 
 @pytest.mark.parametrize("native", IMPLS)

@@ -13,11 +13,10 @@ a cache continued across starts). Closeness: ``tests/helpers.py``.
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import DEV, assert_close, needs_triton
+from helpers import DEV, assert_close, needs_triton, outputs_and_grads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packed_helpers import document_pieces
-from test_gateloop_chunkwise import outputs_and_grads  # y, the final state and the gradients of every input
 
 from seqzoo.errors import InputError
 from seqzoo.mixers.gateloop_softmax import softmax_gateloop_attention
