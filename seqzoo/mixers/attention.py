@@ -58,6 +58,9 @@ class KVCache:
     conv: torch.Tensor | None = None  # (B, short_conv - 1, D): the short convolution's last inputs, if it has one
 
 
+DOCUMENT_BLOCK = 128  # queries per block of causal attention over packed documents (Attention._by_documents)
+
+
 def visible_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
     """Boolean ``(Tq, Tk)`` mask, True where query at ``q_pos`` may attend key at ``k_pos``."""
     diff = q_pos[:, None] - k_pos[None, :]  # (Tq, Tk): p_i - p_j
@@ -239,6 +242,8 @@ class Attention(Mixer):
         v = v.transpose(1, 2)
         if mode == "blocked":
             return self._blocked(q, k, v, q_pos, k_pos, scale, doc).transpose(1, 2)
+        if mode == "sdpa" and doc is not None and self.causal and self.window is None:
+            return self._by_documents(q, k, v, q_pos, k_pos, scale, doc).transpose(1, 2)
         mask = visible_mask(q_pos, k_pos, self.window) if self.causal else None  # (T, S+T)
         if doc is not None:
             mask = doc[:, None] if mask is None else mask & doc[:, None]  # (B, 1, T, S+T)
@@ -251,6 +256,31 @@ class Attention(Mixer):
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=group > 1)
         return out.transpose(1, 2)
+
+    def _by_documents(self, q, k, v, q_pos, k_pos, scale, doc):
+        """Causal attention over packed documents in query blocks of ``DOCUMENT_BLOCK``: a block reads the keys from
+        the earliest document start among its queries (over the batch) to its last query, so the work follows the
+        documents' lengths. One (T, S+T) mask over all keys would make the fused kernel score every key of every
+        query, twice the work of its causal path (a 10M transformer's training step took 1.19x as long packed)."""
+        T, S = q.shape[2], k.shape[2] - q.shape[2]
+        group = self.n_heads // self.n_kv_heads
+        first = doc.to(torch.uint8).argmax(-1)  # (B, T): the first key of each query's document
+        outs = []
+        for start in range(0, T, DOCUMENT_BLOCK):
+            stop = min(start + DOCUMENT_BLOCK, T)
+            k_lo, k_hi = int(first[:, start:stop].min()), S + stop
+            mask = visible_mask(q_pos[start:stop], k_pos[k_lo:k_hi], None) & doc[:, None, start:stop, k_lo:k_hi]
+            outs.append(
+                F.scaled_dot_product_attention(
+                    q[:, :, start:stop],
+                    k[:, :, k_lo:k_hi],
+                    v[:, :, k_lo:k_hi],
+                    attn_mask=mask,
+                    scale=scale,
+                    enable_gqa=group > 1,
+                )
+            )
+        return torch.cat(outs, 2)
 
     def _blocked(self, q, k, v, q_pos, k_pos, scale, doc=None):
         """Sliding-window attention in query blocks of ``window``: each block sees at most 2·window keys."""
