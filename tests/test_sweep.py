@@ -263,7 +263,7 @@ def test_collect_only_trains_and_writes_nothing_and_reports_the_unfinished_runs_
 def test_zoo_collect_only_reports_what_finished_and_lists_the_rest(tmp_path):
     from seqzoo.experiments.zoo import run_zoo
 
-    tiny = dict(d_model=16, n_layers=1, steps=2, batch_size=4, progress=False, probes="parity")
+    tiny = dict(d_model=16, n_layers=1, steps=2, batch_size=4, progress=False, probes="parity", seeds="0")
     run_zoo(tmp_path, models="attention", **tiny)
     n_runs = len(list((tmp_path / "runs").iterdir()))
     res = run_zoo(tmp_path, models="attention,hawk", collect_only=True, **tiny)
