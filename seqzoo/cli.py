@@ -438,7 +438,10 @@ def make_parser() -> argparse.ArgumentParser:
         "a self-contained report.html, summary/results tables (csv, json, md) and figures/ to --out.",
     )
     s.add_argument(
-        "--suite", default="quick", choices=["quick", "full"], help="quick (default: 2 seeds, small budgets) | full (2 seeds, longer budgets)"
+        "--suite",
+        default="quick",
+        choices=["quick", "full"],
+        help="quick (default: 2 seeds, small budgets) | full (2 seeds, longer budgets)",
     )
     s.add_argument("--models", "--mixers", dest="models", help="comma-separated zoo models (default: all)")
     s.add_argument("--probes", help="comma-separated probes of the suite (default: all)")
