@@ -262,37 +262,27 @@ class Attention(Mixer):
         the earliest document start among its queries (over the batch) to its last query, so the work follows the
         documents' lengths. One (T, S+T) mask over all keys would make the fused kernel score every key of every
         query, twice the work of its causal path (a 10M transformer's training step took 1.19x as long packed)."""
-        T, S = q.shape[2], k.shape[2] - q.shape[2]
-        group = self.n_heads // self.n_kv_heads
         first = doc.to(torch.uint8).argmax(-1)  # (B, T): the first key of each query's document
-        outs = []
-        for start in range(0, T, DOCUMENT_BLOCK):
-            stop = min(start + DOCUMENT_BLOCK, T)
-            k_lo, k_hi = int(first[:, start:stop].min()), S + stop
-            mask = visible_mask(q_pos[start:stop], k_pos[k_lo:k_hi], None) & doc[:, None, start:stop, k_lo:k_hi]
-            outs.append(
-                F.scaled_dot_product_attention(
-                    q[:, :, start:stop],
-                    k[:, :, k_lo:k_hi],
-                    v[:, :, k_lo:k_hi],
-                    attn_mask=mask,
-                    scale=scale,
-                    enable_gqa=group > 1,
-                )
-            )
-        return torch.cat(outs, 2)
+        return self._query_blocks(
+            q, k, v, q_pos, k_pos, scale, doc, DOCUMENT_BLOCK, lambda lo, hi: int(first[:, lo:hi].min())
+        )
 
     def _blocked(self, q, k, v, q_pos, k_pos, scale, doc=None):
         """Sliding-window attention in query blocks of ``window``: each block sees at most 2·window keys."""
-        W = self.window
+        W, S = self.window, k.shape[2] - q.shape[2]
+        # the first key any query of a block can see
+        return self._query_blocks(q, k, v, q_pos, k_pos, scale, doc, W, lambda lo, hi: max(0, S + lo - W))
+
+    def _query_blocks(self, q, k, v, q_pos, k_pos, scale, doc, block: int, first_key):
+        """Attention in query blocks of ``block`` tokens: block [lo, hi) reads keys ``first_key(lo, hi)`` .. S + hi,
+        masked by what each query may see (``visible_mask``, the window) and by its document (``doc``)."""
         T, S = q.shape[2], k.shape[2] - q.shape[2]
         group = self.n_heads // self.n_kv_heads
         outs = []
-        for start in range(0, T, W):
-            stop = min(start + W, T)
-            k_lo = max(0, S + start - W)  # first key any query of this block can see
-            k_hi = S + stop
-            mask = visible_mask(q_pos[start:stop], k_pos[k_lo:k_hi], W)  # (tq, tk)
+        for start in range(0, T, block):
+            stop = min(start + block, T)
+            k_lo, k_hi = first_key(start, stop), S + stop
+            mask = visible_mask(q_pos[start:stop], k_pos[k_lo:k_hi], self.window)  # (tq, tk)
             if doc is not None:
                 mask = mask & doc[:, None, start:stop, k_lo:k_hi]  # (B, 1, tq, tk)
             outs.append(
