@@ -16,10 +16,12 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from ..errors import InputError
 from ..naming import upgrade_kwargs
+from ..ops.context_parallel import group_rank_size
 
 MIXERS: dict[str, type[Mixer]] = {}
 
@@ -96,6 +98,8 @@ class Mixer(nn.Module):
     causal: ClassVar[bool] = True
     test_kwargs: ClassVar[dict[str, Any]] = {}
     supports_segment_pos: ClassVar[bool] = False  # True: accepts ``segment_pos`` (packed documents, resets at 0)
+    # True: accepts ``context_parallel`` (its input is one rank's block of a sequence split along time)
+    supports_context_parallel: ClassVar[bool] = False
 
     def __init__(self, d_model: int):
         super().__init__()
@@ -105,26 +109,44 @@ class Mixer(nn.Module):
 
     # ------------------------------------------------------------------ contract
     def forward(
-        self, x: torch.Tensor, state: Any = None, mode: str | None = None, segment_pos: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        state: Any = None,
+        mode: str | None = None,
+        segment_pos: torch.Tensor | None = None,
+        context_parallel: dist.ProcessGroup | None = None,
     ):
         """``segment_pos (B, T)``: position inside the current document (0 = a document starts here).
 
         Only mixers with ``supports_segment_pos`` accept it; they must not let information cross a
         document start.
+
+        ``context_parallel``: a process group over which one sequence is split along time; ``x`` is this rank's
+        block of consecutive tokens (rank order = time order), ``state`` the state entering the whole sequence
+        (rank 0's is used) and the returned state the one after the whole sequence, on every rank. Only mixers
+        with ``supports_context_parallel`` accept a group of more than one rank; for the others it is refused
+        with an error that names the mixer. A group of one rank (or none) is the ordinary call.
         """
         self.check_input(x)
         if state is not None and not self.causal:
             raise InputError(f"{self.name} is not causal and carries no state; got state={type(state).__name__}")
         mode = self.resolve_mode(x, state, mode)
-        if segment_pos is None:
-            return self._forward(x, state, mode)
-        if not self.supports_segment_pos:
-            raise InputError(f"{self.name} does not support segment_pos (packed documents with resets)")
-        if segment_pos.shape != x.shape[:2]:
-            raise InputError(
-                f"{self.name}: segment_pos must have shape {tuple(x.shape[:2])}, got {tuple(segment_pos.shape)}"
-            )
-        return self._forward(x, state, mode, segment_pos=segment_pos)
+        kwargs = {}
+        if context_parallel is not None and group_rank_size(context_parallel)[1] > 1:
+            if not self.supports_context_parallel:
+                raise InputError(
+                    f"{self.name} does not support context parallelism (a sequence split along time across ranks)"
+                )
+            kwargs["context_parallel"] = context_parallel
+        if segment_pos is not None:
+            if not self.supports_segment_pos:
+                raise InputError(f"{self.name} does not support segment_pos (packed documents with resets)")
+            if segment_pos.shape != x.shape[:2]:
+                raise InputError(
+                    f"{self.name}: segment_pos must have shape {tuple(x.shape[:2])}, got {tuple(segment_pos.shape)}"
+                )
+            kwargs["segment_pos"] = segment_pos
+        return self._forward(x, state, mode, **kwargs)
 
     def _forward(self, x: torch.Tensor, state: Any, mode: str):  # pragma: no cover - abstract
         raise NotImplementedError
