@@ -81,7 +81,9 @@ def test_every_page_is_in_the_navigation_and_every_entry_is_a_page():
 
 
 def test_generated_tables_are_not_pages():
-    assert {"kernels_compile_table.csv", "kernels_compile_table.md"} <= EXCLUDED
+    # the full ahead-of-time compile table lives outside docs/ (benchmarks/aot/); the site shows its summary
+    assert not [p.name for p in DOCS.iterdir() if p.suffix == ".csv" or p.name.startswith("kernels_compile_table")]
+    assert (REPO / "benchmarks" / "aot" / "compile_table.csv").is_file()
     assert not EXCLUDED & set(nav_files(CONFIG["nav"]))
 
 

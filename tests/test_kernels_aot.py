@@ -248,6 +248,9 @@ def test_aot_ci_subset(tmp_path):
     summary_part, every = md.split("## Every compile")
     assert every.count("| _") == len(rows) and "## Per kernel, launch and target" in summary_part
     assert (tmp_path / "kernels_aot.csv").exists() and (tmp_path / "kernels_aot.json").exists()
+    assert (tmp_path / "kernels_aot_summary.md").read_text().count("| `_") == len(
+        {(r["kernel"], r["target"]) for r in rows}
+    )
 
 
 def test_mlstm_on_sm80_fits_at_the_tile_kernel_tile_picks(tmp_path):

@@ -37,6 +37,7 @@ from pathlib import Path
 from ..errors import InputError, require
 from ..kernels.prune import Usage, config_label, keep_mask, known_fault, smem_limit
 from ..kernels.switch import chunk_halvings
+from .aot_summary import summary_markdown
 
 TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100}
 DTYPES = ("float32", "bfloat16", "float16")
@@ -532,6 +533,7 @@ def write_outputs(rows: list[dict], out: str | Path, meta: dict) -> dict:
         + "\n## Every compile\n\n"
         + markdown(rows)
     )
+    (out / "kernels_aot_summary.md").write_text(summary_markdown(rows))
     return s
 
 

@@ -35,9 +35,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(json.dumps({k: v for k, v in s.items() if k != "launches_without_kept_config"}))
     for x in s["launches_without_kept_config"]:
         print(f"no spill-free config that fits: {x}")
-    print(f"wrote {args.out}/kernels_aot.md, .csv, .json in {time.perf_counter() - t0:.0f} s")
+    print(f"wrote {args.out}/kernels_aot.md, .csv, .json, kernels_aot_summary.md in {time.perf_counter() - t0:.0f} s")
     failed = s["errors"] or s["kept_with_spills"] or s["i32_offsets"]
     return 1 if failed else 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from ..outputs import check_output_file
+    from .aot_summary import read_table, summary_markdown
+
+    if args.out is not None:
+        check_output_file(args.out, "--out")
+    text = summary_markdown(read_table(args.table))
+    if args.out is None:
+        print(text, end="")
+    else:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}")
+    return 0
 
 
 def add_parser(subparsers) -> None:
@@ -61,3 +77,17 @@ def add_parser(subparsers) -> None:
     c.add_argument("--cache-dir", default=None, help="triton cache for the compiled kernels (reruns are quick)")
     c.add_argument("--out", default="results/kernels", help="output folder")
     c.set_defaults(fn=cmd_check)
+    m = sub.add_parser(
+        "summary",
+        help="one row per kernel x target of a compile table: registers, shared memory, occupancy, spills",
+        description="Read the CSV that `seqzoo kernels check` wrote and print (or write) one markdown row per kernel "
+        "and target: compiles, kept configs, and over the kept ones the range of registers per thread, shared "
+        "memory and theoretical occupancy, with the largest spill (bench/aot_summary.py).",
+    )
+    m.add_argument(
+        "--table",
+        default="benchmarks/aot/compile_table.csv",
+        help="the kernels_aot.csv of a check (default: the committed table, benchmarks/aot/compile_table.csv)",
+    )
+    m.add_argument("--out", default=None, help="write the markdown here instead of printing it")
+    m.set_defaults(fn=cmd_summary)
