@@ -10,7 +10,7 @@ V = 256, no initial state) it evaluates the parallel form of the stabilised mLST
 with q̃ = q / √K either rounded to the input's 16-bit type before the dot (the kernel until this change) or
 exact, the scale applied to the dot's float32 result (the kernel now); ``round16(S)`` is the kernel's 16-bit
 operand of the second dot. It prints the largest |h − h_exact| over all heads, next to what the H200 measured
-(docs/benchmarks.md, "Fourth GPU session") and the test's bound. It does not run the kernel: the GPU test does.
+(docs/benchmarks.md, "What has run on a GPU") and the test's bound. It does not run the kernel: the GPU test does.
 
     python tools/mlstm_lowp_rounding.py            # about a minute on one core
 """
