@@ -1,4 +1,4 @@
-"""Time the parts of one NeurIPS mLSTM layer, forward + backward, on CPU (docs/benchmarks.md, the xLSTM profile).
+"""Time the parts of one NeurIPS mLSTM layer, forward + backward, on CPU (docs/benchmarks.md, "Where the xLSTM CPU step goes").
 
     python tools/mlstm_layer_parts.py [--T 1024] [--tokens 8192] [--threads 1] [--repeats 5]
 
