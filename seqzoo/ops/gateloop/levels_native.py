@@ -7,7 +7,7 @@ At the level of half-blocks of h tokens (block j, midpoint m), the fused attenti
 and its outputs merge into the running output by log-sum-exp. In PyTorch each level took about fifteen passes
 over small tensors: prefix and suffix sums of λ, flushed exponentials, the products with q̂ and k̂ (broadcast over
 the cos / sin parts), the padding copies, the merge's exponentials and products, and in the backward the scaled
-output gradient and the gradients' ``addcmul_`` (≈ 97 ms of a 300 ms step at T = 1,024, CHANGELOG.md). Here:
+output gradient and the gradients' ``addcmul_`` (≈ 97 ms of a 300 ms step at T = 1,024, docs/gateloop.md). Here:
 ``operands`` (q_j, k_j, padded), ``merge_``, ``scaled_dy``, ``grads_`` (dq̂, dk̂, dv) and ``dlam`` are one loop
 each, with the factors as float64 running products from the midpoint outwards (``levels.c``). ``factors`` gives
 a = e^λ in float64 with the flush threshold of ``scores_native`` (products below it are 0, never subnormal). For CPU
