@@ -24,6 +24,11 @@ def gateloop_summary(k, v, log_mag, phase=None, segment_pos=None):
     """``k, log_mag, phase (B, T, H, K)`` (phase None: real transitions), ``v (B, T, H, V)``, ``segment_pos (B, T)``
     or None -> ``A (B, H, K, 1)`` (the block's total transition, broadcast against the state) and ``S (B, H, K,
     V)``, the state after the block from a zero state; both complex (complex128 for float64 inputs)."""
+    with torch.autocast(device_type=k.device.type, enabled=False):  # the complex state is kept in fp32 / fp64
+        return _summary(k, v, log_mag, phase, segment_pos)
+
+
+def _summary(k, v, log_mag, phase, segment_pos):
     real = phase is None
     _, k, v, log_mag, phase, _ = prepare(k, k, v, log_mag, phase, None)
     starts = document_starts(segment_pos, k.device)

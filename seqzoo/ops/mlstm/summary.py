@@ -31,6 +31,11 @@ from .common import compute_dtype, doc_index, log_forget
 def mlstm_summary(k, v, i, f, forget_gate: str = "sigmoid", reset=None):
     """``k (B, T, H, K)``, ``v (B, T, H, V)``, gate pre-activations ``i, f (B, T, H)``, ``reset (B, T)`` bool or None
     -> ``(F (B, H), C (B, H, K, V), n (B, H, K), m (B, H))`` in the compute dtype (module docstring)."""
+    with torch.autocast(device_type=k.device.type, enabled=False):  # as the cell ops: the state stays fp32 / fp64
+        return _summary(k, v, i, f, forget_gate, reset)
+
+
+def _summary(k, v, i, f, forget_gate, reset):
     ct = compute_dtype(k.dtype)
     kk = rearrange(k.to(ct), "b t h k -> b h t k")
     vv = rearrange(v.to(ct), "b t h v -> b h t v")
