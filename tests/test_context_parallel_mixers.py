@@ -7,7 +7,7 @@ outputs, the returned final state, the gradient of the input, of the initial sta
 copies are unused) and of every parameter (each rank's gradient is its share: their sum is the one-process
 gradient), in float64 to a relative 1e-10 and in float32 to 1e-5. Cases: batch 2, a fresh stream or a random initial
 state, and packed documents where one document crosses every cut and one starts exactly at a cut. The sLSTM and the
-softmax GateLoop refuse the split. All cases of one rank count run in one spawn of the ranks (the costly part).
+softmax GateLoop refuse the split, and the conv mixers a block shorter than their conv's halo. All cases of one rank count run in one spawn of the ranks (the costly part).
 """
 
 from __future__ import annotations
@@ -162,6 +162,13 @@ def _ranked(rank: int, n: int, cases: list) -> dict:
             out["refused"][name] = None
         except InputError as err:
             out["refused"][name] = str(err)
+    for key in ("mlstm", "rglru"):  # blocks shorter than the conv's halo (conv_size - 1 = 3 tokens)
+        mixer = _build(key, torch.float64)
+        try:
+            mixer(torch.zeros(B, 2, mixer.d_model, dtype=torch.float64), context_parallel=group)
+            out["refused"][f"{key} short block"] = None
+        except InputError as err:
+            out["refused"][f"{key} short block"] = str(err)
     return out
 
 
@@ -203,6 +210,10 @@ def _check_split(n: int, cases: list) -> None:
         for r in ranks:
             msg = r["refused"][name]
             assert msg is not None and name in msg and "context parallelism" in msg, (name, msg)
+    for key in ("mlstm", "rglru"):
+        for r in ranks:
+            msg = r["refused"][f"{key} short block"]
+            assert msg is not None and msg.startswith(key) and "conv_size - 1 = 3" in msg and "got 2" in msg, msg
 
 
 def test_split_along_time_equals_one_process():
