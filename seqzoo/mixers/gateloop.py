@@ -15,6 +15,12 @@ a, as S4D / LRU; inits in ``fixed_init``), ``"real"`` (θ ≡ 0) and ``"retnet"`
 rotations). ``retnet`` follows RetNet (Sun et al., arXiv:2307.08621, §2.2 and its official code): head h of H
 decays by γ_h = 1 - 2^{-5-h}, h = 0 .. H-1, for any H (so with many heads the last ones barely decay:
 γ_h > 1 - 1e-6 from h = 15 on). State-transition parameters get their own optimiser group (``optim_overrides``).
+
+Context parallelism (``context_parallel=group``: one sequence split along time over the ranks): the recurrence is
+linear in S, so each rank reduces its block to its total transition and its state from zero (A, S⁰)
+(``ops/gateloop/summary.py``), gets the state entering its block from the gathered summaries
+(``ops/context_parallel.py: incoming_state`` with ``linear_combine``) and runs its block in the chosen mode from
+that state; the returned state is the last rank's, on every rank. Documents may cross a rank boundary.
 """
 
 from __future__ import annotations
@@ -23,12 +29,16 @@ import math
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
 from ..errors import InputError
+from ..ops.context_parallel import incoming_state, linear_combine
+from ..ops.context_parallel_state import from_last_rank
 from ..ops.gateloop import gateloop, triton_fits
+from ..ops.gateloop.summary import gateloop_summary
 from .base import Mixer, register_mixer
 
 TRANSITIONS = ("data", "fixed", "real", "retnet")
@@ -98,6 +108,7 @@ class GateLoop(Mixer):
     modes = ("recurrent", "scan", "chunkwise", "attention")
     test_kwargs = {"n_heads": 4}
     supports_segment_pos = True
+    supports_context_parallel = True
 
     def __init__(
         self,
@@ -219,10 +230,19 @@ class GateLoop(Mixer):
         theta = None if theta is None else rearrange(theta, "b t (h k) -> b t h k", h=H)
         return q, k, v, log_mag, theta
 
-    def _forward(self, x: torch.Tensor, state: Any, mode: str, segment_pos: torch.Tensor | None = None):
+    def _forward(
+        self,
+        x: torch.Tensor,
+        state: Any,
+        mode: str,
+        segment_pos: torch.Tensor | None = None,
+        context_parallel: dist.ProcessGroup | None = None,
+    ):
         if state is not None:
             self.check_state(x, state)
         q, k, v, log_mag, theta = self.head_inputs(x)
+        if context_parallel is not None:  # x is one rank's block: start from the state entering it
+            state = self._incoming_state(x, k, v, log_mag, theta, state, segment_pos, context_parallel)
         impl = self._impl(mode)
         # the chunkwise mode runs the Triton kernel (with this chunk_size) where the kernels switch allows it
         if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size, state):
@@ -233,7 +253,18 @@ class GateLoop(Mixer):
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)  # (B, T, d_v)
         if self.out_proj is not None:
             y = self.out_proj(y)
+        if context_parallel is not None:
+            (new_state,) = from_last_rank((new_state,), context_parallel)
         return y, new_state
+
+    def _incoming_state(self, x, k, v, log_mag, theta, state, segment_pos, group) -> torch.Tensor:
+        """The state S entering this rank's block: every rank's (A, S⁰) summary gathered and combined in rank order
+        from ``state`` (rank 0's; zeros for a fresh stream), ``ops/gateloop/summary.py``."""
+        summary = gateloop_summary(k, v, log_mag, theta, segment_pos)
+        dtype = summary[1].dtype
+        initial = torch.zeros(self.state_shape(x.shape[0]), dtype=dtype, device=x.device) if state is None else state
+        (incoming,) = incoming_state(summary, linear_combine, (initial.to(dtype),), group)
+        return incoming
 
     # ---------------------------------------------------------------- optimiser
     def transition_parameter_names(self) -> list[str]:

@@ -17,6 +17,10 @@ Packed documents (``segment_pos``, 0 where a document starts): every score acros
 L and Φ restart at each start, and the cache records each key's document (``GateLoopSoftmaxCache.doc``), so later
 queries see only the keys of their own document: continuing a packed prefill equals running the last document
 alone.
+
+Context parallelism (a sequence split along time over ranks) is refused: the softmax normalises each query over all
+earlier keys, so what a block needs from the ranks before it is their whole growing cache of keys and values, not a
+fixed-size state of a linear recurrence that their summaries could combine into.
 """
 
 from __future__ import annotations
@@ -130,6 +134,7 @@ class GateLoopSoftmax(GateLoop):
     zoo_kwargs = {"n_heads": 4}  # max heads (d_h = 1) would make 16x more T×T score matrices at the zoo's width
     # not in the default zoo run (which has a measured time budget); `seqzoo zoo --mixers gateloop_softmax,...`
     in_zoo_default = False
+    supports_context_parallel = False  # the cache grows with T and the softmax is not linear (module docstring)
 
     def __init__(self, d_model: int, score_scale: float | None = None, **kwargs):
         super().__init__(d_model, **kwargs)

@@ -15,6 +15,17 @@ The cell ops live in ``seqzoo.ops.mlstm`` (modes "recurrent", "parallel", "chunk
 Packed documents: with ``segment_pos (B, T)`` a position with ``segment_pos == 0`` starts a fresh stream. The short
 conv drops its taps across the start (``ops/causal_conv``) and the cell drops its state there, stabiliser included
 (``ops/mlstm`` ``reset``), so no information crosses a document start, in every mode and in the decode step.
+
+Context parallelism (``context_parallel=group``: one sequence split along time over the ranks): each rank reduces its
+block to (F, C, n, m) (``ops/mlstm/summary.py``: total log forget gate, the block's own stabilised state), gets the
+state entering its block from the gathered summaries merged in log space (``mlstm_combine`` through
+``ops/context_parallel.py: incoming_state``), and runs its block in the chosen mode from it; the short conv reads the
+previous rank's last inputs (``ops/context_parallel_state.py: conv_history``). The state returned is the last rank's.
+The merge gives the step loop's stabiliser exactly, so the recurrent and chunkwise modes equal one process. The
+parallel mode stabilises the rows of a call without a state, and of a document started inside the call, by their
+own scores alone (``ops/mlstm/parallel.py``), while a later rank's block continues from a state; the two differ only
+through ``eps`` (about 1e-8 relative at eps = 1e-6 in ``tests/test_context_parallel_mixers.py``; equal at eps = 0,
+the setting at which the op tests compare the modes).
 """
 
 from __future__ import annotations
@@ -23,17 +34,21 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
 from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
+from ..ops.context_parallel import incoming_state
+from ..ops.context_parallel_state import conv_history, from_last_rank
 from ..ops.mlstm import FORGET_GATES, mlstm, triton_fits
-from ..ops.mlstm.common import compute_dtype, log_forget
+from ..ops.mlstm.common import compute_dtype, log_forget, zero_state
 from ..ops.mlstm.headwise import headwise, linear_parts, qkv_gates
 from ..ops.mlstm.output import head_norm, mlstm_output
 from ..ops.mlstm.recurrent import mlstm_step
+from ..ops.mlstm.summary import mlstm_combine, mlstm_summary
 from .base import Mixer, register_mixer
 
 VARIANTS = ("neurips", "7b")
@@ -71,6 +86,7 @@ def wang_init_std(d: int, n_blocks: int) -> float:
 class MLSTM(Mixer):
     modes = ("recurrent", "parallel", "chunkwise")
     supports_segment_pos = True
+    supports_context_parallel = True
     test_kwargs = {"n_heads": 2, "chunk_size": 4}
 
     def __init__(
@@ -221,14 +237,18 @@ class MLSTM(Mixer):
                 )
         return state.cell()
 
-    def _cell(self, q, k, v, ig, fg, cell_state, mode, reset=None):
+    def _cell(self, q, k, v, ig, fg, cell_state, mode, reset=None, group=None):
         """``q, k (B, T, H*K)``, ``v (B, T, H*V)`` (or already ``(B, T, H, .)``), gates ``(B, T, H)``, ``reset (B, T)``
-        bool or None (document starts) -> ``h (B, T, H, V)``, state."""
+        bool or None (document starts) -> ``h (B, T, H, V)``, state. With a context-parallel ``group`` the inputs are
+        this rank's block and ``cell_state`` the state entering the whole sequence; the returned state is this
+        block's (``_forward`` takes the last rank's)."""
         if q.dim() == 3:
             H = self.n_heads
             q = rearrange(q, "b t (h k) -> b t h k", h=H)
             k = rearrange(k, "b t (h k) -> b t h k", h=H)
             v = rearrange(v, "b t (h v) -> b t h v", h=H)
+        if group is not None:
+            cell_state = self._incoming_cell_state(k, v, ig, fg, cell_state, reset, group)
         # the chunkwise mode runs the Triton kernel, forward and backward (training too), where the kernels
         # switch allows it (CUDA by default), document starts included
         impl = "triton" if mode == "chunkwise" and triton_fits(q, k, v, self.chunk_size, cell_state, reset) else mode
@@ -246,6 +266,15 @@ class MLSTM(Mixer):
             reset=reset,
         )
 
+    def _incoming_cell_state(self, k, v, ig, fg, cell_state, reset, group) -> tuple:
+        """The cell state entering this rank's block: every rank's summary (``ops/mlstm/summary.py``) gathered and
+        merged in log space from ``cell_state`` (rank 0's; the zero state of a fresh stream)."""
+        summary = mlstm_summary(k, v, ig, fg, self.forget_gate, reset)
+        ct = summary[0].dtype
+        B, _, H, K = k.shape
+        initial = zero_state(B, H, K, v.shape[-1], ct, k.device) if cell_state is None else cell_state
+        return incoming_state(summary, mlstm_combine, tuple(t.to(ct) for t in initial), group)
+
     def _headnorm(self, h: torch.Tensor) -> torch.Tensor:
         """Per-head LayerNorm (weight only): ``h (B, T, H, V)`` -> ``(B, T, H*V)``."""
         return head_norm(h, self.outnorm_weight, self.norm_eps)
@@ -260,16 +289,31 @@ class MLSTM(Mixer):
         for both gates: two ``Linear(., H)`` of H = 4 outputs are two thin matmuls with two input gradients."""
         return linear_parts(xs, *self._gate_weights()).split(self.n_heads, dim=-1)
 
-    def _forward(self, x: torch.Tensor, state, mode: str, segment_pos: torch.Tensor | None = None):
+    def _forward(
+        self,
+        x: torch.Tensor,
+        state,
+        mode: str,
+        segment_pos: torch.Tensor | None = None,
+        context_parallel: dist.ProcessGroup | None = None,
+    ):
         cell_state = self._check_state(x, state)
+        group = context_parallel
+        if group is not None and self.variant == "neurips" and x.shape[1] < self.conv_size - 1:
+            raise InputError(
+                f"mlstm: with context_parallel each rank's block needs at least conv_size - 1 = {self.conv_size - 1} "
+                f"tokens (the conv halo comes from the previous rank), got {x.shape[1]}"
+            )
         reset = None if segment_pos is None else segment_pos.to(x.device) == 0  # (B, T): document starts
         if self.variant == "7b":
-            return self._forward_7b(x, cell_state, mode, reset)
-        if x.shape[1] == 1 and state is not None and mode == "recurrent":
+            return self._forward_7b(x, cell_state, mode, reset, group)
+        if x.shape[1] == 1 and state is not None and mode == "recurrent" and group is None:
             return self._decode_step(x, state, None if reset is None else reset[:, 0])
         E = self.inner
         x_m, z = self.proj_up(x).split(E, dim=-1)  # (B, T, E) each: cell branch, output gate branch
         conv_in = None if state is None else state.conv
+        if group is not None:  # this rank's block: the conv reads the previous rank's last inputs
+            conv_in = conv_history(x_m, self.conv_size - 1, conv_in, segment_pos, group)
         x_c, conv_state = causal_conv1d(
             x_m, self.conv_weight, self.conv_bias, conv_in, segment_pos=segment_pos, activation="silu"
         )
@@ -279,9 +323,11 @@ class MLSTM(Mixer):
             x_c, x_m, self.q_proj, self.k_proj, self.v_proj, *self._gate_weights(), n_heads=self.n_heads
         )
         ig, fg = gates.split(self.n_heads, dim=-1)
-        h, (C, n, m) = self._cell(q, k, v, ig, fg, cell_state, mode, reset)
+        h, (C, n, m) = self._cell(q, k, v, ig, fg, cell_state, mode, reset, group)
         u = mlstm_output(h, x_c, z, self.outnorm_weight, self.skip, self.norm_eps)  # (LN(h) w + skip x_c) SiLU(z)
         y = self.proj_down(self.dropout(u))
+        if group is not None:  # the state after the whole sequence is the last rank's
+            C, n, m, conv_state = from_last_rank((C, n, m, conv_state), group)
         return y, MLSTMState(C, n, m, conv_state)
 
     def _decode_step(self, x: torch.Tensor, state: MLSTMState, reset: torch.Tensor | None = None):
@@ -316,11 +362,13 @@ class MLSTM(Mixer):
         y = self.proj_down(self.dropout(h * F.silu(z)))
         return y[:, None], MLSTMState(C, n, m, buf[:, 1:])
 
-    def _forward_7b(self, x: torch.Tensor, cell_state, mode: str, reset: torch.Tensor | None = None):
+    def _forward_7b(self, x: torch.Tensor, cell_state, mode: str, reset: torch.Tensor | None = None, group=None):
         ig, fg = self._gates(x)  # (B, T, H)
         cap = self.gate_soft_cap
         if cap is not None:
             ig, fg = cap * torch.tanh(ig / cap), cap * torch.tanh(fg / cap)
-        h, (C, n, m) = self._cell(self.q(x), self.k(x), self.v(x), ig, fg, cell_state, mode, reset)
+        h, (C, n, m) = self._cell(self.q(x), self.k(x), self.v(x), ig, fg, cell_state, mode, reset, group)
         y = self.out_proj(self.dropout(torch.sigmoid(self.ogate(x)) * self._headnorm(h)))
+        if group is not None:
+            C, n, m = from_last_rank((C, n, m), group)
         return y, MLSTMState(C, n, m, None)

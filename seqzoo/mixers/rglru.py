@@ -8,6 +8,12 @@ arXiv:2402.19427 (§2.4, Fig. 2); Botev et al., "RecurrentGemma", arXiv:2404.078
 
 Modes: ``"recurrent"`` (a loop over t; the reference and the T = 1 decode path) and ``"scan"`` (two-level chunked
 scan with a reverse-scan backward, seqzoo/ops/rglru). The state is ``RGLRUState(conv (B, 3, R), h (B, R) fp32)``.
+
+Context parallelism (``context_parallel=group``: one sequence split along time over the ranks): each rank reduces its
+block to (Π a_t, its last state from h = 0) (``ops/rglru/summary.py``), gets the state entering its block from the
+gathered summaries (``ops/context_parallel.py: incoming_state`` with ``linear_combine``) and scans its block from
+it; the Conv1D reads the previous rank's last inputs (``ops/context_parallel_state.py: conv_history``). Only rank 0
+starts a fresh stream's document at its first token. The state returned is the last rank's.
 """
 
 from __future__ import annotations
@@ -16,13 +22,17 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
 from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
+from ..ops.context_parallel import group_rank_size, incoming_state, linear_combine
+from ..ops.context_parallel_state import conv_history, from_last_rank
 from ..ops.rglru import rglru, triton_fits
+from ..ops.rglru.summary import rglru_summary
 from .base import Mixer, register_mixer
 
 A_INITS = ("code", "paper")
@@ -94,8 +104,24 @@ class RGLRU(nn.Module):
         self.input_gate.reset_parameters()
         self.a_gate.reset_parameters()
 
-    def forward(self, x: torch.Tensor, reset: torch.Tensor | None, state: torch.Tensor | None, mode: str):
+    def forward(
+        self,
+        x: torch.Tensor,
+        reset: torch.Tensor | None,
+        state: torch.Tensor | None,
+        mode: str,
+        group: dist.ProcessGroup | None = None,
+    ):
+        """``x (B, T, R)``, ``reset (B, T)`` or None, ``state`` h_0 ``(B, R)`` or None -> ``y (B, T, R)``, ``h_T``.
+        With a context-parallel ``group``, ``x`` is this rank's block and ``state`` the state entering the whole
+        sequence: the block starts from the state its summaries give (``ops/rglru/summary.py``)."""
         gx, ga = self.input_gate(x), self.a_gate(x)
+        if group is not None:
+            summary = rglru_summary(
+                x, gx, ga, self.a_param, reset, self.c, mode="naive" if mode == "recurrent" else "auto"
+            )
+            initial = summary[1].new_zeros(summary[1].shape) if state is None else state.to(summary[1].dtype)
+            (state,) = incoming_state(summary, linear_combine, (initial,), group)
         # the "scan" mode runs the fused Triton kernel where the kernels switch allows it (CUDA by default)
         impl = "naive" if mode == "recurrent" else ("triton" if triton_fits("rglru", x, gx, ga) else "scan")
         return rglru(x, gx, ga, self.a_param, reset, state, self.c, mode=impl)
@@ -107,6 +133,7 @@ class RGLRUBlock(Mixer):
 
     modes = ("recurrent", "scan")
     supports_segment_pos = True
+    supports_context_parallel = True
     test_kwargs = {"d_rnn": 24, "n_blocks": 4}
 
     def __init__(
@@ -177,23 +204,39 @@ class RGLRUBlock(Mixer):
         if tuple(state.h.shape) != (B, self.d_rnn):
             raise InputError(f"rglru: state.h must have shape ({B}, {self.d_rnn}), got {tuple(state.h.shape)}")
 
-    def _forward(self, x: torch.Tensor, state: RGLRUState | None, mode: str, segment_pos: torch.Tensor | None = None):
+    def _forward(
+        self,
+        x: torch.Tensor,
+        state: RGLRUState | None,
+        mode: str,
+        segment_pos: torch.Tensor | None = None,
+        context_parallel: dist.ProcessGroup | None = None,
+    ):
+        group = context_parallel
         if state is not None:
             self._check_state(x, state)
+        if group is not None and x.shape[1] < self.conv_size - 1:
+            raise InputError(
+                f"rglru: with context_parallel each rank's block needs at least conv_size - 1 = {self.conv_size - 1} "
+                f"tokens (the conv halo comes from the previous rank), got {x.shape[1]}"
+            )
         y = F.gelu(self.linear_y(x), approximate="tanh")  # (B, T, R)
         u = self.linear_x(x)  # (B, T, R)
-        u, conv_state = causal_conv1d(
-            u, self.conv.weight.t(), self.conv.bias, None if state is None else state.conv, segment_pos=segment_pos
-        )
+        conv_in = None if state is None else state.conv
+        if group is not None:  # this rank's block: the conv reads the previous rank's last inputs
+            conv_in = conv_history(u, self.conv_size - 1, conv_in, segment_pos, group)
+        u, conv_state = causal_conv1d(u, self.conv.weight.t(), self.conv.bias, conv_in, segment_pos=segment_pos)
         if segment_pos is not None:
             reset = segment_pos == 0  # (B, T)
-        elif state is None:
+        elif state is None and (group is None or group_rank_size(group)[0] == 0):
             # a fresh stream starts a document at t = 0 (DeepMind's recurrentgemma block does the same: a = 0 and no
             # sqrt(1 - a^2) scaling there); a carried state continues the document it holds
             reset = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
             reset[:, 0] = True
         else:
             reset = None
-        u, h = self.rglru(u, reset, None if state is None else state.h, mode)
+        u, h = self.rglru(u, reset, None if state is None else state.h, mode, group)
         out = self.linear_out(u * y)
+        if group is not None:  # the state after the whole sequence is the last rank's
+            conv_state, h = from_last_rank((conv_state, h), group)
         return out, RGLRUState(conv=conv_state, h=h)

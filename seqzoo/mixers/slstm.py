@@ -10,6 +10,9 @@ dropout, per-head LayerNorm (weight only). The post-up-projection gated FFN is t
 There is no parallel form: the only mode is "recurrent", a loop over T (``cell_mode`` picks the loop: a mode of ops/slstm).
 Packed documents (``segment_pos``, 0 where one starts): the conv's taps stop at the start and the cell restarts from
 the fresh state (h, c, n, m) = 0 there, so each document sees only itself.
+Context parallelism (a sequence split along time over ranks) is refused: the gates read R h_{t-1} through the
+non-linear cell, so a block's effect on its entering state is no fixed-size linear map that a rank could summarise
+without the state the ranks before it end in (the split would be sequential, rank after rank).
 """
 
 from __future__ import annotations
