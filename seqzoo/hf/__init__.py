@@ -6,9 +6,10 @@
     model.generate(ids, max_new_tokens=20)
 
 Importing this package imports transformers (``pip install seqzoo[hf]``); ``import seqzoo`` never does.
-Registered on import: ``AutoConfig`` for model types ``"lm"`` and ``"encoder"`` (the ``model_type`` seqzoo itself
-writes into ``config.json``), ``AutoModel``, ``AutoModelForCausalLM``, ``AutoModelForMaskedLM`` and
-``AutoModelForSequenceClassification``. See docs/hf.md.
+Registered on import: ``AutoConfig`` for model types ``"seqzoo-lm"`` and ``"seqzoo-encoder"`` (the ``model_type``
+seqzoo itself writes into ``config.json``; the bare ``"lm"`` / ``"encoder"`` of folders written before read as
+those), ``AutoModel``, ``AutoModelForCausalLM``, ``AutoModelForMaskedLM`` and
+``AutoModelForSequenceClassification``, and ``AutoTokenizer`` (the byte-level tokenizer). See docs/hf.md.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from transformers import (
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
 )
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from ..errors import InputError
 from .cache import SeqzooCache, map_state_tensors
@@ -62,6 +64,9 @@ def register() -> None:
     """Register the seqzoo classes with transformers' Auto factories (idempotent; done on import)."""
     for config_cls, models in _REGISTRATION.items():
         AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
+        # folders written before the "seqzoo-" prefix say "lm" / "encoder": the same class reads them. AutoConfig's
+        # own register insists that the name equal the class's model_type, so the alias goes into its mapping.
+        CONFIG_MAPPING.register(config_cls.seqzoo_kind, config_cls, exist_ok=True)
         for auto_cls, model_cls in models.items():
             auto_cls.register(config_cls, model_cls, exist_ok=True)
 
