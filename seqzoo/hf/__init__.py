@@ -32,10 +32,12 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
+    AutoTokenizer,
 )
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from ..errors import InputError
+from .byte_tokenization import SeqzooByteTokenizer
 from .cache import SeqzooCache, map_state_tensors
 from .configuration import SeqzooConfig, SeqzooEncoderConfig, SeqzooLMConfig
 from .modeling import (
@@ -69,6 +71,8 @@ def register() -> None:
         CONFIG_MAPPING.register(config_cls.seqzoo_kind, config_cls, exist_ok=True)
         for auto_cls, model_cls in models.items():
             auto_cls.register(config_cls, model_cls, exist_ok=True)
+        # a folder without tokenizer files gets the byte tokenizer (it refuses a model of another vocabulary)
+        AutoTokenizer.register(config_cls, SeqzooByteTokenizer, exist_ok=True)
 
 
 def from_seqzoo(model, **config_kwargs) -> SeqzooPreTrainedModel:
@@ -87,6 +91,7 @@ def from_seqzoo(model, **config_kwargs) -> SeqzooPreTrainedModel:
 register()
 
 __all__ = [
+    "SeqzooByteTokenizer",
     "SeqzooCache",
     "SeqzooConfig",
     "SeqzooEncoderConfig",
