@@ -40,6 +40,7 @@ from ..errors import InputError
 from .byte_tokenization import SeqzooByteTokenizer
 from .cache import SeqzooCache, map_state_tensors
 from .configuration import SeqzooConfig, SeqzooEncoderConfig, SeqzooLMConfig
+from .lora import lora_target_modules
 from .modeling import (
     SeqzooEncoderModel,
     SeqzooForCausalLM,
@@ -105,6 +106,7 @@ __all__ = [
     "causal_lm_loss",
     "from_seqzoo",
     "gpt2_tokenizer",
+    "lora_target_modules",
     "map_state_tensors",
     "register",
     "shift_labels",
