@@ -98,6 +98,8 @@ def build_run_spec(args) -> dict[str, Any]:
         spec["train"]["resume"] = False
     if getattr(args, "compile", False):
         spec["train"]["compile"] = True
+    if getattr(args, "tensorboard", False):
+        spec["train"]["tensorboard"] = True
     return apply_dotted(spec, _kv(args.set, "--set"))
 
 
@@ -390,6 +392,11 @@ def make_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the training forward through torch.compile (optional; compiles in the first step; measured "
         "gains in docs/benchmarks.md)",
+    )
+    s.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also write the logged metrics as TensorBoard scalars into OUT/tensorboard/ (needs: pip install tensorboard)",
     )
     s.add_argument(
         "--no-resume",

@@ -101,7 +101,7 @@ def test_causal_lm_from_seqzoo_dir_matches_seqzoo(mixer, tmp_path):
     # and back: a directory written by the wrapper loads with seqzoo itself, exactly
     hf.save_pretrained(tmp_path / "hf")
     meta = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert meta["model_type"] == "lm" and meta["pattern"] == [mixer]
+    assert meta["model_type"] == "seqzoo-lm" and meta["pattern"] == [mixer]
     again = LanguageModel.from_pretrained(tmp_path / "hf").eval()
     with torch.no_grad():
         assert torch.equal(again(x).logits, ref.logits)
@@ -191,7 +191,7 @@ def test_hf_config_round_trips_through_seqzoo_format(tmp_path):
     assert cfg.hidden_size == 16 and cfg.num_hidden_layers == 3 and cfg.tie_word_embeddings is True
     cfg.save_pretrained(tmp_path)
     meta = json.loads((tmp_path / "config.json").read_text())
-    assert meta["model_type"] == "lm" and meta["extra"]["hf"]["id2label"] == {"0": "x"}
+    assert meta["model_type"] == "seqzoo-lm" and meta["extra"]["hf"]["id2label"] == {"0": "x"}
     meta.pop("model_type")
     assert ModelConfig.from_dict(meta).pattern == ["rglru", "local_attention"]  # seqzoo reads it as it is
     again = AutoConfig.from_pretrained(tmp_path)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError, require
+from ..models.base import model_kind, saved_model_type
 from ..models.config import ModelConfig
 from ..models.lm import LanguageModel
 from . import recurrent_gemma, xlstm
@@ -83,7 +84,12 @@ def seqzoo_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def _seqzoo_config_json(config: ModelConfig) -> str:
-    return json.dumps({"model_type": LanguageModel.model_type, **config.to_dict()}, indent=2, sort_keys=True) + "\n"
+    return (
+        json.dumps(
+            {"model_type": saved_model_type(LanguageModel.model_type), **config.to_dict()}, indent=2, sort_keys=True
+        )
+        + "\n"
+    )
 
 
 def _build(config: ModelConfig, state: dict[str, torch.Tensor]) -> LanguageModel:
@@ -248,7 +254,7 @@ def convert(
     src, out = Path(src), Path(out)
     cfg = read_config(src)
     require(src.resolve() != out.resolve(), "--out must differ from the source folder")
-    if cfg.get("model_type") == LanguageModel.model_type:
+    if model_kind(str(cfg.get("model_type"))) == LanguageModel.model_type:  # "seqzoo-lm", or "lm" as written before
         meta = dict(cfg)
         meta.pop("model_type")
         try:
@@ -260,7 +266,7 @@ def convert(
     family_of_hf(cfg)  # refuse another model type before touching its weights
     reader = CheckpointReader(src)
     fam, config, rules = _hf_plan(cfg, reader.get, reader.keys(), str(src))
-    writer = ShardedWriter(out, max_shard_bytes, metadata={"model_type": LanguageModel.model_type})
+    writer = ShardedWriter(out, max_shard_bytes, metadata={"model_type": saved_model_type(LanguageModel.model_type)})
     run_plan(
         rules,
         reader.get,

@@ -6,9 +6,10 @@
     model.generate(ids, max_new_tokens=20)
 
 Importing this package imports transformers (``pip install seqzoo[hf]``); ``import seqzoo`` never does.
-Registered on import: ``AutoConfig`` for model types ``"lm"`` and ``"encoder"`` (the ``model_type`` seqzoo itself
-writes into ``config.json``), ``AutoModel``, ``AutoModelForCausalLM``, ``AutoModelForMaskedLM`` and
-``AutoModelForSequenceClassification``. See docs/hf.md.
+Registered on import: ``AutoConfig`` for model types ``"seqzoo-lm"`` and ``"seqzoo-encoder"`` (the ``model_type``
+seqzoo itself writes into ``config.json``; the bare ``"lm"`` / ``"encoder"`` of folders written before read as
+those), ``AutoModel``, ``AutoModelForCausalLM``, ``AutoModelForMaskedLM`` and
+``AutoModelForSequenceClassification``, and ``AutoTokenizer`` (the byte-level tokenizer). See docs/hf.md.
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
+    AutoTokenizer,
 )
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 from ..errors import InputError
+from .byte_tokenization import SeqzooByteTokenizer
 from .cache import SeqzooCache, map_state_tensors
 from .configuration import SeqzooConfig, SeqzooEncoderConfig, SeqzooLMConfig
+from .lora import lora_target_modules
 from .modeling import (
     SeqzooEncoderModel,
     SeqzooForCausalLM,
@@ -62,8 +67,13 @@ def register() -> None:
     """Register the seqzoo classes with transformers' Auto factories (idempotent; done on import)."""
     for config_cls, models in _REGISTRATION.items():
         AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
+        # folders written before the "seqzoo-" prefix say "lm" / "encoder": the same class reads them. AutoConfig's
+        # own register insists that the name equal the class's model_type, so the alias goes into its mapping.
+        CONFIG_MAPPING.register(config_cls.seqzoo_kind, config_cls, exist_ok=True)
         for auto_cls, model_cls in models.items():
             auto_cls.register(config_cls, model_cls, exist_ok=True)
+        # a folder without tokenizer files gets the byte tokenizer (it refuses a model of another vocabulary)
+        AutoTokenizer.register(config_cls, SeqzooByteTokenizer, exist_ok=True)
 
 
 def from_seqzoo(model, **config_kwargs) -> SeqzooPreTrainedModel:
@@ -82,6 +92,7 @@ def from_seqzoo(model, **config_kwargs) -> SeqzooPreTrainedModel:
 register()
 
 __all__ = [
+    "SeqzooByteTokenizer",
     "SeqzooCache",
     "SeqzooConfig",
     "SeqzooEncoderConfig",
@@ -95,6 +106,7 @@ __all__ = [
     "causal_lm_loss",
     "from_seqzoo",
     "gpt2_tokenizer",
+    "lora_target_modules",
     "map_state_tensors",
     "register",
     "shift_labels",

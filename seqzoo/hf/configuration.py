@@ -1,9 +1,10 @@
 """Hugging Face configuration classes that read and write seqzoo's own ``config.json``.
 
-One on-disk format serves both libraries. ``seqzoo`` writes ``{"model_type": "lm" | "encoder", <ModelConfig
-fields>}``; the configuration classes here are registered with ``AutoConfig`` under those two model types, so a
-directory written by ``seqzoo`` loads with ``AutoModelForCausalLM.from_pretrained(dir)``. When the HF wrapper saves,
-it writes the same format and keeps the Hugging Face-only attributes (``architectures``, ``id2label``, ...) under
+One on-disk format serves both libraries. ``seqzoo`` writes ``{"model_type": "seqzoo-lm" | "seqzoo-encoder",
+<ModelConfig fields>}``; the configuration classes here are registered with ``AutoConfig`` under those two model
+types (and under the bare ``"lm"`` / ``"encoder"`` that folders written before the prefix hold), so a directory
+written by ``seqzoo`` loads with ``AutoModelForCausalLM.from_pretrained(dir)``. When the HF wrapper saves, it writes
+the same format and keeps the Hugging Face-only attributes (``architectures``, ``id2label``, ...) under
 ``extra["hf"]`` (``ModelConfig.extra`` is seqzoo's free-form field), so ``seqzoo.LanguageModel.from_pretrained(dir)``
 reads a directory written by ``save_pretrained`` of the wrapper unchanged.
 """
@@ -19,6 +20,7 @@ from typing import Any, ClassVar
 from transformers import PreTrainedConfig
 
 from ..errors import InputError
+from ..models.base import saved_model_type
 from ..models.config import ModelConfig
 
 SEQZOO_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelConfig))
@@ -42,7 +44,7 @@ class SeqzooConfig(PreTrainedConfig):
     bad field fails with seqzoo's own ``ValueError``.
     """
 
-    model_type = "seqzoo"  # abstract: the registered subclasses are "lm" and "encoder"
+    model_type = "seqzoo"  # abstract: the registered subclasses are "seqzoo-lm" and "seqzoo-encoder"
     seqzoo_kind: ClassVar[str] = ""
     attribute_map: ClassVar[dict[str, str]] = {
         "hidden_size": "d_model",
@@ -52,9 +54,10 @@ class SeqzooConfig(PreTrainedConfig):
 
     def __init__(self, **kwargs: Any):
         kind = kwargs.pop("model_type", None)
-        if kind is not None and self.seqzoo_kind and kind != self.seqzoo_kind:
+        if kind is not None and self.seqzoo_kind and kind not in self.model_types():
             raise InputError(
-                f"{type(self).__name__} reads model_type={self.seqzoo_kind!r} configurations, got {kind!r}"
+                f"{type(self).__name__} reads model_type={self.model_type!r} configurations (or the legacy "
+                f"{self.seqzoo_kind!r}), got {kind!r}"
             )
         if not self.seqzoo_kind:
             raise InputError(
@@ -82,6 +85,11 @@ class SeqzooConfig(PreTrainedConfig):
         for name in SEQZOO_FIELDS:
             setattr(self, name, copy.deepcopy(getattr(validated, name)))
 
+    @classmethod
+    def model_types(cls) -> tuple[str, ...]:
+        """The ``model_type`` values this class reads: its own (``"seqzoo-lm"``) and the legacy bare kind (``"lm"``)."""
+        return (cls.model_type, cls.seqzoo_kind)
+
     def _apply_num_labels(self, fields: dict[str, Any], hf_kwargs: dict[str, Any]) -> None:
         """Hook: the encoder keeps ``n_classes`` and HF's ``num_labels`` in step."""
 
@@ -100,7 +108,7 @@ class SeqzooConfig(PreTrainedConfig):
     def to_seqzoo_dict(self, use_diff: bool = True) -> dict[str, Any]:
         """What ``config.json`` holds: seqzoo's format, HF-only attributes under ``extra["hf"]``."""
         hf = self.to_diff_dict() if use_diff else self.to_dict()
-        out: dict[str, Any] = {"model_type": self.seqzoo_kind}
+        out: dict[str, Any] = {"model_type": self.model_type}
         out.update(self.to_seqzoo().to_dict())
         hf_only = {k: v for k, v in hf.items() if k not in SEQZOO_FIELDS and k not in _NOT_SAVED}
         if hf_only:
@@ -115,9 +123,9 @@ class SeqzooConfig(PreTrainedConfig):
 
 
 class SeqzooLMConfig(SeqzooConfig):
-    """Configuration of a seqzoo causal ``LanguageModel`` (``model_type="lm"``, as written by seqzoo)."""
+    """Configuration of a seqzoo causal ``LanguageModel`` (``model_type="seqzoo-lm"``, as written by seqzoo)."""
 
-    model_type = "lm"
+    model_type = saved_model_type("lm")
     seqzoo_kind: ClassVar[str] = "lm"
 
     def __init__(self, **kwargs: Any):  # an own __init__ keeps transformers from wrapping it (see PreTrainedConfig)
@@ -125,14 +133,14 @@ class SeqzooLMConfig(SeqzooConfig):
 
 
 class SeqzooEncoderConfig(SeqzooConfig):
-    """Configuration of a seqzoo bidirectional ``Encoder`` (``model_type="encoder"``).
+    """Configuration of a seqzoo bidirectional ``Encoder`` (``model_type="seqzoo-encoder"``).
 
     ``n_classes`` (seqzoo) and ``num_labels`` (HF) are the same number: ``num_labels=k`` passed explicitly (e.g.
     ``AutoModelForSequenceClassification.from_pretrained(dir, num_labels=3)``) sets ``n_classes=k``; otherwise
     ``n_classes`` decides ``num_labels``.
     """
 
-    model_type = "encoder"
+    model_type = saved_model_type("encoder")
     seqzoo_kind: ClassVar[str] = "encoder"
 
     def __init__(self, **kwargs: Any):  # an own __init__ keeps transformers from wrapping it (see PreTrainedConfig)

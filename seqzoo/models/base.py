@@ -18,6 +18,20 @@ from .config import ModelConfig, drop_unused_mixer_settings
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
+SAVED_TYPE_PREFIX = "seqzoo-"
+"""``config.json`` names a model ``"seqzoo-<kind>"`` (``"seqzoo-lm"``, ``"seqzoo-encoder"``, ``"seqzoo-vision"``):
+a ``model_type`` no other library uses, so transformers' ``AutoConfig`` can map it to seqzoo's classes."""
+
+
+def saved_model_type(kind: str) -> str:
+    """The ``model_type`` written into ``config.json`` for a model kind (``"lm"`` -> ``"seqzoo-lm"``)."""
+    return SAVED_TYPE_PREFIX + kind
+
+
+def model_kind(saved: str) -> str:
+    """The model kind (a key of ``MODEL_TYPES``) of a ``config.json`` ``model_type``: ``"seqzoo-lm"`` -> ``"lm"``;
+    the bare kind that folders written before the prefix hold (``"lm"``) is read as itself."""
+    return saved[len(SAVED_TYPE_PREFIX) :] if saved.startswith(SAVED_TYPE_PREFIX) else saved
 
 
 # ModelConfig fields that only the bidirectional Encoder reads; a causal model refuses them instead of ignoring them.
@@ -139,9 +153,10 @@ class SeqzooModel(nn.Module):
         """Write ``config.json`` and ``model.safetensors`` (tied weights stored once)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        meta = {"model_type": self.model_type, **self.config.to_dict()}
+        saved_type = saved_model_type(self.model_type)
+        meta = {"model_type": saved_type, **self.config.to_dict()}
         (directory / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        save_model(self, str(directory / WEIGHTS_NAME), metadata={"format": "pt", "model_type": self.model_type})
+        save_model(self, str(directory / WEIGHTS_NAME), metadata={"format": "pt", "model_type": saved_type})
         return directory
 
     @classmethod
@@ -152,9 +167,14 @@ class SeqzooModel(nn.Module):
         if not cfg_path.is_file() or not (w_path.is_file() or index_path.is_file()):
             raise MissingFileError(f"{directory} must contain {CONFIG_NAME} and {WEIGHTS_NAME} (or {INDEX_NAME})")
         meta = json.loads(cfg_path.read_text())
-        model_type = meta.pop("model_type", cls.model_type)
+        saved_type = str(meta.pop("model_type", cls.model_type))
+        model_type = model_kind(saved_type)
         if cls.model_type != "base" and model_type != cls.model_type:
             raise InputError(f"{directory} holds a {model_type!r} model, not a {cls.model_type!r}")
+        if model_type not in MODEL_TYPES:
+            raise InputError(
+                f"{cfg_path}: model_type must be one of {sorted(map(saved_model_type, MODEL_TYPES))}, got {saved_type!r}"
+            )
         target = cls if cls.model_type != "base" else MODEL_TYPES[model_type]
         model = target(ModelConfig.from_dict(drop_unused_mixer_settings({**meta, **overrides}, str(cfg_path))))
         if w_path.is_file():

@@ -46,6 +46,8 @@ class TrainConfig:
     # the LM head only at scored positions (LanguageModel logits_mask): same loss, a head cost of the scored rows
     # instead of every position (large vocabularies with few scored positions, e.g. Zoology's MQAR at V = 8,192)
     scored_logits: bool = False
+    # also write the metrics.jsonl records as TensorBoard scalars into out_dir/tensorboard/ (train/tensorboard.py)
+    tensorboard: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
@@ -89,7 +91,7 @@ class TrainConfig:
             raise InputError(
                 f"TrainConfig.distributed must be 'auto', 'none', 'ddp' or 'fsdp', got {self.distributed!r}"
             )
-        for name in ("compile", "scored_logits"):
+        for name in ("compile", "scored_logits", "tensorboard"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.batch_size % self.grad_accum:

@@ -42,6 +42,7 @@ from .distributed import (
 )
 from .interrupt import StopRequest
 from .optim import build_optimizer, set_lr
+from .tensorboard import TENSORBOARD_DIR, TensorBoardLog, check_tensorboard
 
 
 def resolve_device(name: str) -> torch.device:
@@ -76,6 +77,8 @@ def check_can_start(cfg: TrainConfig) -> None:
     distributed_kind(cfg)
     if cfg.out_dir:
         check_output_dir(cfg.out_dir, "out_dir (--out)")
+    if cfg.tensorboard:
+        check_tensorboard(cfg.out_dir)
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
@@ -139,6 +142,7 @@ RESUMABLE_CHANGES = (
     "log_every",
     "eval_every",
     "compile",
+    "tensorboard",
 )
 
 
@@ -287,6 +291,8 @@ def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, 
     log = MetricsLog(
         out / "metrics.jsonl" if (out is not None and main) else None, start_step if resume_state is not None else None
     )
+    if cfg.tensorboard and main:  # the same records as TensorBoard scalars (train/tensorboard.py)
+        log = TensorBoardLog(log, out / TENSORBOARD_DIR, start_step if resume_state is not None else None)
 
     source = BatchSource(task, cfg)
     valid = task.build_batch(cfg.eval_samples, cfg.seed, "valid")
@@ -397,6 +403,8 @@ def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, 
             export_model(train_model, model, out / "model", main)
         if main:
             (out / "final.json").write_text(json.dumps(result, indent=2) + "\n")
+    if isinstance(log, TensorBoardLog):
+        log.close()
     if owns_group:
         shutdown_distributed()
     return result
