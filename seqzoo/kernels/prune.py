@@ -28,17 +28,17 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .switch import env_choice
+from .. import settings
 
 log = logging.getLogger("seqzoo.kernels")
 
 AUTOTUNE_ENV = "SEQZOO_AUTOTUNE"
-AUTOTUNE_MODES = ("all", "first")
+AUTOTUNE_MODES = settings.AUTOTUNE_CHOICES
 
 
 def autotune_mode() -> str:
     """``all`` (tune over every kept config) or ``first`` (the first kept config alone), from ``SEQZOO_AUTOTUNE``."""
-    return env_choice(AUTOTUNE_ENV, AUTOTUNE_MODES)
+    return settings.autotune()
 
 
 # Largest shared memory one thread block may opt into, bytes (CUDA C Programming Guide, "Technical Specifications

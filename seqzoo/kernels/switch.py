@@ -19,17 +19,17 @@ type) runs, ``logging.getLogger("seqzoo.kernels")`` logs it once at INFO.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
 
+from .. import settings
 from ..errors import InputError, require
 from .device import triton_unusable
 
 ENV = "SEQZOO_KERNELS"
-CHOICES = ("auto", "torch", "triton")
+CHOICES = settings.KERNELS_CHOICES
 
 log = logging.getLogger("seqzoo.kernels")
 _override: str | None = None  # set_kernels / use_kernels; None: read the environment variable
@@ -42,17 +42,11 @@ def _validated(value: object, where: str, choices: tuple[str, ...] = CHOICES) ->
     return value.strip().lower()
 
 
-def env_choice(name: str, choices: tuple[str, ...]) -> str:
-    """The environment variable ``name`` as one of ``choices`` (case and spaces ignored); unset or empty: the first."""
-    raw = os.environ.get(name, "")
-    return choices[0] if raw.strip() == "" else _validated(raw, name, choices)
-
-
 def kernels_setting() -> str:
     """The switch in force: the Python setting if any, else ``$SEQZOO_KERNELS`` (unset or empty: ``auto``)."""
     if _override is not None:
         return _override
-    return env_choice(ENV, CHOICES)
+    return settings.kernels()
 
 
 def set_kernels(value: str | None) -> None:
