@@ -29,7 +29,7 @@ from torch import nn
 
 from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
-from ..ops.mlstm import FORGET_GATES, mlstm, triton_fits
+from ..ops.mlstm import FORGET_GATES, mlstm
 from ..ops.mlstm.common import compute_dtype, log_forget
 from ..ops.mlstm.headwise import headwise, linear_parts, qkv_gates
 from ..ops.mlstm.output import head_norm, mlstm_output
@@ -229,9 +229,8 @@ class MLSTM(Mixer):
             q = rearrange(q, "b t (h k) -> b t h k", h=H)
             k = rearrange(k, "b t (h k) -> b t h k", h=H)
             v = rearrange(v, "b t (h v) -> b t h v", h=H)
-        # the chunkwise mode runs the Triton kernel, forward and backward (training too), where the kernels
-        # switch allows it (CUDA by default), document starts included
-        impl = "triton" if mode == "chunkwise" and triton_fits(q, k, v, self.chunk_size, cell_state, reset) else mode
+        # the op decides the implementation: the chunkwise mode runs the Triton kernel, forward and backward (training
+        # too), where the kernels switch allows it (CUDA by default), document starts included
         return mlstm(
             q,
             k,
@@ -239,11 +238,12 @@ class MLSTM(Mixer):
             ig,
             fg,
             state=cell_state,
-            mode=impl,
+            mode=mode,
             chunk_size=self.chunk_size,
             eps=self.eps,
             forget_gate=self.forget_gate,
             reset=reset,
+            follow_switch=True,
         )
 
     def _headnorm(self, h: torch.Tensor) -> torch.Tensor:
