@@ -28,7 +28,7 @@ from einops import rearrange
 from torch import nn
 
 from ..errors import InputError
-from ..ops.gateloop import gateloop, triton_fits
+from ..ops.gateloop import gateloop
 from .base import Mixer, register_mixer
 
 TRANSITIONS = ("data", "fixed", "real", "retnet")
@@ -223,12 +223,19 @@ class GateLoop(Mixer):
         if state is not None:
             self.check_state(x, state)
         q, k, v, log_mag, theta = self.head_inputs(x)
-        impl = self._impl(mode)
-        # the chunkwise mode runs the Triton kernel (with this chunk_size) where the kernels switch allows it
-        if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size, state):
-            impl = "triton"
+        # the op decides the implementation: the chunkwise mode runs the Triton kernel (with this chunk_size) where
+        # the kernels switch allows it
         y, new_state = gateloop(
-            q, k, v, log_mag, theta, state, mode=impl, chunk_size=self.chunk_size, segment_pos=segment_pos
+            q,
+            k,
+            v,
+            log_mag,
+            theta,
+            state,
+            mode=self._impl(mode),
+            chunk_size=self.chunk_size,
+            segment_pos=segment_pos,
+            follow_switch=True,
         )
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)  # (B, T, d_v)
         if self.out_proj is not None:
