@@ -22,7 +22,7 @@ from torch import nn
 
 from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
-from ..ops.rglru import rglru, triton_fits
+from ..ops.rglru import rglru
 from .base import Mixer, register_mixer
 
 A_INITS = ("code", "paper")
@@ -96,9 +96,10 @@ class RGLRU(nn.Module):
 
     def forward(self, x: torch.Tensor, reset: torch.Tensor | None, state: torch.Tensor | None, mode: str):
         gx, ga = self.input_gate(x), self.a_gate(x)
-        # the "scan" mode runs the fused Triton kernel where the kernels switch allows it (CUDA by default)
-        impl = "naive" if mode == "recurrent" else ("triton" if triton_fits("rglru", x, gx, ga) else "scan")
-        return rglru(x, gx, ga, self.a_param, reset, state, self.c, mode=impl)
+        # the op decides the implementation: the "scan" mode runs the fused Triton kernel where the kernels switch
+        # allows it (CUDA by default)
+        impl = "naive" if mode == "recurrent" else "scan"
+        return rglru(x, gx, ga, self.a_param, reset, state, self.c, mode=impl, follow_switch=True)
 
 
 @register_mixer("rglru")
