@@ -1,6 +1,7 @@
 """Mixers pass their mode to the op and never decide how it runs: no mixer (``seqzoo/mixers/*.py``) calls a
 ``fits`` / ``unfit`` check, the kernels switch, the Triton availability checks, the C library builder or an op's
-``choose_implementation``, nor imports ``seqzoo.kernels`` or ``ops/native_build.py``. That decision lives in each
+``choose_implementation``, compares a tensor's device type, nor imports ``seqzoo.kernels`` or
+``ops/native_build.py``. That decision lives in each
 op's dispatch (ARCHITECTURE.md, "Where an op's implementation is decided"); tests/test_op_dispatch.py tests it."""
 
 import ast
@@ -38,6 +39,16 @@ def _called_name(call: ast.Call) -> str | None:
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
 
 
+def _is_device_type(node: ast.AST) -> bool:
+    """``<tensor>.device.type``: a comparison of it picks a path by device (passing it on, as to autocast, does not)."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "type"
+        and isinstance(node.value, ast.Attribute)
+        and (node.value.attr == "device")
+    )
+
+
 def decisions(source: str) -> list[str]:
     """Where ``source`` decides how an op runs: calls of a fits / unfit check or of a DECIDERS function, reads of
     ``is_cuda``, and imports of the kernels package or the C library builder (``line: what``)."""
@@ -49,6 +60,8 @@ def decisions(source: str) -> list[str]:
                 found.append(f"{node.lineno}: calls {name}")
         elif isinstance(node, ast.Attribute) and node.attr == "is_cuda":
             found.append(f"{node.lineno}: reads is_cuda")
+        elif isinstance(node, ast.Compare) and any(_is_device_type(e) for e in [node.left, *node.comparators]):
+            found.append(f"{node.lineno}: compares a device type")
         elif isinstance(node, ast.ImportFrom):
             parts = (node.module or "").split(".") + [a.name for a in node.names]
             if any(p in FORBIDDEN_MODULES for p in parts):
@@ -76,6 +89,7 @@ def test_no_mixer_decides_how_an_op_runs():
         "from ..kernels.switch import kernels_setting\n",
         "import seqzoo.kernels\n",
         "fast = x.is_cuda and y",
+        "if q.device.type == 'cpu' and T > 128:\n    pass",
         "ok = lib.library() is not None",
         "ok = native.unavailable() is None",
         "c = mlstm_ops.choose_implementation(q, k, v)",
@@ -90,6 +104,7 @@ def test_passing_the_mode_to_the_op_is_not_a_decision():
     source = (
         "from ..ops.mlstm import mlstm\n"
         "def _cell(self, q, k, v, i, f, mode):\n"
-        "    return mlstm(q, k, v, i, f, mode=mode, follow_switch=True)\n"
+        "    with torch.autocast(device_type=q.device.type, enabled=False):\n"
+        "        return mlstm(q, k, v, i, f, mode=mode, follow_switch=True)\n"
     )
     assert decisions(source) == []

@@ -185,3 +185,15 @@ def test_follow_switch_lets_the_kernels_switch_decide(choose, mode, monkeypatch)
 def test_an_unknown_mode_is_an_input_error(choose):
     with pytest.raises(InputError, match="mode must be one of"):
         choose(mode="fastest")
+
+
+def test_gateloop_softmax_takes_the_blocked_form_for_long_cpu_prefill_only():
+    from seqzoo.ops.gateloop.softmax_cached import BLOCKED_FROM, GateLoopSoftmaxCache
+    from seqzoo.ops.gateloop.softmax_cached import choose_implementation as choose
+
+    long, short = torch.zeros(1, BLOCKED_FROM + 1, 2, 4), torch.zeros(1, BLOCKED_FROM, 2, 4)
+    assert choose(long, None) == Choice("blocked")
+    assert choose(short, None).name == "scores" and f"up to {BLOCKED_FROM} tokens" in choose(short, None).reason
+    cache = GateLoopSoftmaxCache(*(torch.zeros(1, 3, 2, 4) for _ in range(4)))
+    assert choose(long, cache).name == "scores" and "no cache" in choose(long, cache).reason
+    assert choose(long.to("meta"), None) == Choice("scores", "the blocked form is the CPU path, got meta tensors")
