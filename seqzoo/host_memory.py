@@ -21,8 +21,10 @@ import ctypes.util
 import functools
 import platform
 
+from . import settings
+
 ENV = "SEQZOO_MALLOC"
-CHOICES = ("retain", "system")
+CHOICES = settings.MALLOC_CHOICES
 
 # mallopt parameter numbers (glibc malloc.h)
 _M_TRIM_THRESHOLD = -1
@@ -62,6 +64,4 @@ def retain_freed_memory(threshold: int = DEFAULT_THRESHOLD) -> bool:
 def apply_malloc_setting() -> bool:
     """What the command line does at start: ``retain_freed_memory()`` unless ``SEQZOO_MALLOC=system``. Returns
     whether the setting changed malloc."""
-    from .kernels.switch import env_choice
-
-    return env_choice(ENV, CHOICES) == "retain" and retain_freed_memory()
+    return settings.malloc() == "retain" and retain_freed_memory()

@@ -13,6 +13,7 @@ PACKAGE = Path(seqzoo.__file__).parent
 # top-level units of the package, bottom first; a unit imports only units of a lower number
 LAYERS = {
     "errors": 0,
+    "settings": 0.5,  # the one reader of the environment: above errors, below everything that reads a setting
     "naming": 1,
     "kernels": 1,  # what the Triton kernels of ops/ share (device checks, the switch, autotune pruning)
     "plots": 1,

@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from .. import settings
 from ..errors import InputError
 
 ENV = "SEQZOO_DATA"
@@ -22,9 +22,9 @@ def find_data(given: str | None, sub: str) -> Path | None:
         if not p.exists():
             raise InputError(f"data path {given} does not exist")
         return p
-    root = os.environ.get(ENV)
-    if root:
-        p = Path(root).expanduser() / sub
+    root = settings.data_dir()
+    if root is not None:
+        p = root / sub
         if not p.exists():
             raise InputError(f"${ENV}={root} has no {sub}")
         return p

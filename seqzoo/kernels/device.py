@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 
 import torch
+
+from .. import settings
 
 
 @functools.cache  # a sys.path search; the dispatch asks on every call and the answer cannot change in-process
@@ -20,7 +21,7 @@ def triton_available() -> bool:
 
 def interpreting() -> bool:
     """True under Triton's CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    return settings.triton_interpret()
 
 
 def triton_unusable(device) -> str | None:

@@ -7,10 +7,10 @@ local memory, i.e. DRAM). A spilling config is never launched: when no config of
 naming the kernel and the target. Nor is a config in ``KNOWN_FAULTS``: one that compiled cleanly but faulted or
 computed wrongly on a real GPU (a compiler bug only a GPU shows), dropped on that architecture for 16-bit operands.
 
-The dispatchers (``ops/mlstm``, ``ops/gateloop``: ``triton_fits``) ask before launching anything: ``launch_unfit``
-runs the same rule for every kernel an op would launch at these head dims / chunk / dtype on this GPU
+The dispatchers (``ops/mlstm``, ``ops/gateloop``: ``choose_implementation``) ask before launching anything:
+``launch_unfit`` runs the same rule for every kernel an op would launch at these head dims / chunk / dtype on this GPU
 (``kernels/_common.py: probe_launches`` records the launches of the op's real entry point on tiny inputs), and the
-op takes its PyTorch path when one kernel has no kept config (``seqzoo.kernels.want_triton``, logged once).
+op takes its PyTorch path when one kernel has no kept config (``seqzoo.kernels.kernel_verdict``, logged once).
 
 ``autotune(configs, key)`` replaces ``triton.autotune`` in ``ops/<op>/triton.py``: the hook it installs compiles
 each config for the current device (``JITFunction.warmup``: the same compile the autotuner would do next, kept in
@@ -28,17 +28,17 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .switch import env_choice
+from .. import settings
 
 log = logging.getLogger("seqzoo.kernels")
 
 AUTOTUNE_ENV = "SEQZOO_AUTOTUNE"
-AUTOTUNE_MODES = ("all", "first")
+AUTOTUNE_MODES = settings.AUTOTUNE_CHOICES
 
 
 def autotune_mode() -> str:
     """``all`` (tune over every kept config) or ``first`` (the first kept config alone), from ``SEQZOO_AUTOTUNE``."""
-    return env_choice(AUTOTUNE_ENV, AUTOTUNE_MODES)
+    return settings.autotune()
 
 
 # Largest shared memory one thread block may opt into, bytes (CUDA C Programming Guide, "Technical Specifications

@@ -19,17 +19,18 @@ type) runs, ``logging.getLogger("seqzoo.kernels")`` logs it once at INFO.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 
+from .. import settings
 from ..errors import InputError, require
 from .device import triton_unusable
 
 ENV = "SEQZOO_KERNELS"
-CHOICES = ("auto", "torch", "triton")
+CHOICES = settings.KERNELS_CHOICES
 
 log = logging.getLogger("seqzoo.kernels")
 _override: str | None = None  # set_kernels / use_kernels; None: read the environment variable
@@ -42,17 +43,11 @@ def _validated(value: object, where: str, choices: tuple[str, ...] = CHOICES) ->
     return value.strip().lower()
 
 
-def env_choice(name: str, choices: tuple[str, ...]) -> str:
-    """The environment variable ``name`` as one of ``choices`` (case and spaces ignored); unset or empty: the first."""
-    raw = os.environ.get(name, "")
-    return choices[0] if raw.strip() == "" else _validated(raw, name, choices)
-
-
 def kernels_setting() -> str:
     """The switch in force: the Python setting if any, else ``$SEQZOO_KERNELS`` (unset or empty: ``auto``)."""
     if _override is not None:
         return _override
-    return env_choice(ENV, CHOICES)
+    return settings.kernels()
 
 
 def set_kernels(value: str | None) -> None:
@@ -74,8 +69,20 @@ def use_kernels(value: str) -> Iterator[None]:
         _override = previous
 
 
-def want_triton(op: str, device, unfit: str | None = None, shape: Callable[[], str | None] | None = None) -> bool:
-    """The ``mode="auto"`` decision for ``op`` on tensors on ``device``: True runs its Triton kernel.
+@dataclass(frozen=True)
+class Choice:
+    """What an op's dispatch (``ops/<op>/__init__.py: choose_implementation``) decided: ``name``, one of the op's
+    modes, and ``reason``, why a faster implementation was passed over (None when none was)."""
+
+    name: str
+    reason: str | None = None
+
+
+def kernel_verdict(
+    op: str, device, unfit: str | None = None, shape: Callable[[], str | None] | None = None
+) -> str | None:
+    """The kernels switch's word on running ``op``'s Triton kernel for tensors on ``device``: None runs it, else the
+    reason it does not (a sentence).
 
     ``unfit`` says why these inputs cannot take the kernel (dtype, chunk size, ...), None when they can.
     ``shape``, asked last (only when everything else allows the kernel: it compiles), says why no autotune config
@@ -85,20 +92,36 @@ def want_triton(op: str, device, unfit: str | None = None, shape: Callable[[], s
     """
     setting = kernels_setting()
     if setting == "torch":
-        return False
+        return f"the kernels setting is 'torch' ({ENV} / set_kernels)"
     if setting == "auto":  # the device test first: CPU calls (decode steps) skip the availability checks
-        if not (torch.device(device).type == "cuda" and unfit is None and triton_unusable(device) is None):
-            return False
-        why = shape() if shape is not None else None
-        if why is not None:
-            note_kernel(op, "torch", device, why=why)
-        return why is None
+        dev = torch.device(device)
+        if dev.type != "cuda":
+            return f"'auto' runs the Triton kernels on CUDA tensors only, got {dev.type} tensors"
+        why = unfit or triton_unusable(device)
+        if why is None and shape is not None:
+            why = shape()
+            if why is not None:  # a kernel that would compile but has no config that fits this GPU: worth a word
+                note_kernel(op, "torch", device, why=why)
+        return why
     reason = triton_unusable(device) or unfit or (shape() if shape is not None else None)
     require(
         reason is None,
         f"the kernels setting is 'triton' ({ENV} / set_kernels) but the {op} Triton kernel cannot run: {reason}",
     )
-    return True
+    return None
+
+
+def want_triton(op: str, device, unfit: str | None = None, shape: Callable[[], str | None] | None = None) -> bool:
+    """The ``mode="auto"`` decision for ``op`` on tensors on ``device``: True runs its Triton kernel
+    (``kernel_verdict`` is None)."""
+    return kernel_verdict(op, device, unfit, shape) is None
+
+
+def require_triton(op: str, device, unfit: str | None = None) -> None:
+    """An explicit ``mode="triton"``: an ``InputError`` naming ``op`` and the reason when the kernel cannot run here
+    (triton missing, tensors off CUDA without the interpreter, ``unfit``)."""
+    reason = triton_unusable(device) or unfit
+    require(reason is None, f"{op}: {reason}")
 
 
 def note_kernel(op: str, impl: str, device, why: str | None = None) -> None:
@@ -148,11 +171,14 @@ def chunk_halvings(chunk_size: int) -> list[int]:
 __all__ = [
     "CHOICES",
     "ENV",
+    "Choice",
     "chunk_halvings",
     "chunk_unfit",
     "float_unfit",
+    "kernel_verdict",
     "kernels_setting",
     "note_kernel",
+    "require_triton",
     "set_kernels",
     "use_kernels",
     "want_triton",

@@ -37,7 +37,7 @@ from torch import nn
 from ..errors import InputError
 from ..ops.context_parallel import incoming_state, linear_combine
 from ..ops.context_parallel_state import from_last_rank
-from ..ops.gateloop import gateloop, triton_fits
+from ..ops.gateloop import gateloop
 from ..ops.gateloop.summary import gateloop_summary
 from .base import Mixer, register_mixer
 
@@ -243,12 +243,19 @@ class GateLoop(Mixer):
         q, k, v, log_mag, theta = self.head_inputs(x)
         if context_parallel is not None:  # x is one rank's block: start from the state entering it
             state = self._incoming_state(x, k, v, log_mag, theta, state, segment_pos, context_parallel)
-        impl = self._impl(mode)
-        # the chunkwise mode runs the Triton kernel (with this chunk_size) where the kernels switch allows it
-        if impl == "chunkwise" and triton_fits(q, k, v, log_mag, theta, self.chunk_size, state):
-            impl = "triton"
+        # the op decides the implementation: the chunkwise mode runs the Triton kernel (with this chunk_size) where
+        # the kernels switch allows it
         y, new_state = gateloop(
-            q, k, v, log_mag, theta, state, mode=impl, chunk_size=self.chunk_size, segment_pos=segment_pos
+            q,
+            k,
+            v,
+            log_mag,
+            theta,
+            state,
+            mode=self._impl(mode),
+            chunk_size=self.chunk_size,
+            segment_pos=segment_pos,
+            follow_switch=True,
         )
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)  # (B, T, d_v)
         if self.out_proj is not None:

@@ -43,7 +43,7 @@ from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
 from ..ops.context_parallel import incoming_state
 from ..ops.context_parallel_state import conv_history, from_last_rank
-from ..ops.mlstm import FORGET_GATES, mlstm, triton_fits
+from ..ops.mlstm import FORGET_GATES, mlstm
 from ..ops.mlstm.common import compute_dtype, log_forget, zero_state
 from ..ops.mlstm.headwise import headwise, linear_parts, qkv_gates
 from ..ops.mlstm.output import head_norm, mlstm_output
@@ -249,9 +249,8 @@ class MLSTM(Mixer):
             v = rearrange(v, "b t (h v) -> b t h v", h=H)
         if group is not None:
             cell_state = self._incoming_cell_state(k, v, ig, fg, cell_state, reset, group)
-        # the chunkwise mode runs the Triton kernel, forward and backward (training too), where the kernels
-        # switch allows it (CUDA by default), document starts included
-        impl = "triton" if mode == "chunkwise" and triton_fits(q, k, v, self.chunk_size, cell_state, reset) else mode
+        # the op decides the implementation: the chunkwise mode runs the Triton kernel, forward and backward (training
+        # too), where the kernels switch allows it (CUDA by default), document starts included
         return mlstm(
             q,
             k,
@@ -259,11 +258,12 @@ class MLSTM(Mixer):
             ig,
             fg,
             state=cell_state,
-            mode=impl,
+            mode=mode,
             chunk_size=self.chunk_size,
             eps=self.eps,
             forget_gate=self.forget_gate,
             reset=reset,
+            follow_switch=True,
         )
 
     def _incoming_cell_state(self, k, v, ig, fg, cell_state, reset, group) -> tuple:

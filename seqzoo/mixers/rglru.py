@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
 from ..ops.context_parallel import group_rank_size, incoming_state, linear_combine
 from ..ops.context_parallel_state import conv_history, from_last_rank
-from ..ops.rglru import rglru, triton_fits
+from ..ops.rglru import rglru
 from ..ops.rglru.summary import rglru_summary
 from .base import Mixer, register_mixer
 
@@ -122,9 +122,10 @@ class RGLRU(nn.Module):
             )
             initial = summary[1].new_zeros(summary[1].shape) if state is None else state.to(summary[1].dtype)
             (state,) = incoming_state(summary, linear_combine, (initial,), group)
-        # the "scan" mode runs the fused Triton kernel where the kernels switch allows it (CUDA by default)
-        impl = "naive" if mode == "recurrent" else ("triton" if triton_fits("rglru", x, gx, ga) else "scan")
-        return rglru(x, gx, ga, self.a_param, reset, state, self.c, mode=impl)
+        # the op decides the implementation: the "scan" mode runs the fused Triton kernel where the kernels switch
+        # allows it (CUDA by default)
+        impl = "naive" if mode == "recurrent" else "scan"
+        return rglru(x, gx, ga, self.a_param, reset, state, self.c, mode=impl, follow_switch=True)
 
 
 @register_mixer("rglru")

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from .. import settings
+
 FLAGS = ("-O3", "-march=native", "-shared", "-fPIC")
 SUFFIX = {torch.float32: "f32", torch.float64: "f64"}  # the C functions' name suffix per dtype
 log = logging.getLogger("seqzoo.native")
@@ -49,7 +51,7 @@ class BuildError(NativeUnavailable):
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("SEQZOO_CACHE", Path.home() / ".cache" / "seqzoo")) / "native"
+    return settings.cache_dir() / "native"
 
 
 def _cpu() -> bytes:
@@ -112,7 +114,7 @@ def run_rows(N: int, call, what: str) -> None:
 
 def compiler() -> str:
     """The C compiler's command: ``$CC``, else ``cc``."""
-    return os.environ.get("CC", "cc")
+    return settings.c_compiler()
 
 
 def compiled(source: Path, name: str) -> Path:
@@ -159,7 +161,7 @@ class NativeLibrary:
         LIBRARIES[name] = self
 
     def _build(self) -> ctypes.CDLL:
-        if os.environ.get("SEQZOO_NATIVE", "1") == "0":
+        if not settings.native_enabled():
             raise BuildUnavailable("turned off by SEQZOO_NATIVE=0")
         lib = compiled(self.source, self.name)
         try:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import settings
 from ..errors import InputError, MissingFileError
 from .base import IGNORE_INDEX, Task, register_task
 from .tokenizers import ByteTokenizer, GPT2Tokenizer
@@ -54,8 +55,7 @@ def labels_for(task: str) -> tuple[str, ...]:
 
 def default_data_dir() -> Path:
     """``$SEQZOO_DATA`` or ``../shared/data`` beside the repository (the offline data folder)."""
-    env = os.environ.get("SEQZOO_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    return settings.data_dir() or Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 # ------------------------------------------------------------------ bAbI files

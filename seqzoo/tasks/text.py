@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import settings
 from ..errors import InputError, MissingFileError
 from .base import IGNORE_INDEX, Batch, Task, register_task, split_seed
 from .tokenizers import make_tokenizer
@@ -50,7 +51,7 @@ def resolve_paths(path: str | Path | list) -> list[Path]:
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("SEQZOO_CACHE", Path.home() / ".cache" / "seqzoo")) / "tokens"
+    return settings.cache_dir() / "tokens"
 
 
 def tokenize_to_memmap(paths: list[Path], tokenizer, cache_dir: str | Path | None = None) -> np.memmap:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from .. import settings
 from ..errors import InputError
 
 
@@ -17,11 +17,11 @@ def world() -> tuple[int, int]:
     """(rank, world_size) of this process; (0, 1) outside torchrun."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    return settings.rank(), settings.world_size()
 
 
 def launched_by_torchrun() -> bool:
-    return int(os.environ.get("WORLD_SIZE", 1)) > 1
+    return settings.world_size() > 1
 
 
 def init_distributed(device: torch.device) -> bool:

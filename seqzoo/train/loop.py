@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from .. import settings
 from ..errors import InputError, TrainingDivergedError, TrainingInterrupted
 from ..eval.evaluate import check_scored_logits, evaluate, scored_forward, scored_loss_sum, segment_pos_refusal
 from ..outputs import check_output_dir
@@ -241,7 +242,7 @@ def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, 
     kind = distributed_kind(cfg)
     if kind != "none":
         if device.type == "cuda":
-            local = int(__import__("os").environ.get("LOCAL_RANK", 0))
+            local = settings.local_rank()
             device = torch.device("cuda", local)
             torch.cuda.set_device(device)
         owns_group = init_distributed(device)

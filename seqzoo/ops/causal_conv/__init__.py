@@ -9,8 +9,8 @@ Implementations (``mode=``): ``"native"`` (``native.py``: one C pass forward and
 float64, document masking included; the C file is built on first use, ``ops/native_build.py``),
 ``"torch"`` (``torch_conv.py``: k shifted multiply-adds with their own backward; with ``segment_pos`` k-1 masked multiply-adds),
 ``"naive"`` (the reference loop, ``naive.py``), ``"triton"`` (``triton.py: causal_conv1d_triton``: one fwd and one
-bwd Triton kernel, document masking exact in-kernel, fp32 accumulation) and ``"auto"`` (the default: Triton when
-the kernels switch allows it, ``seqzoo.kernels.want_triton``: by default CUDA tensors of float32/float16/bfloat16
+bwd Triton kernel, document masking exact in-kernel, fp32 accumulation) and ``"auto"`` (the default, decided by
+``choose_implementation``: Triton when the kernels switch allows it, ``seqzoo.kernels.kernel_verdict``: by default CUDA tensors of float32/float16/bfloat16
 when triton is importable, never the interpreter; else native where the C library builds (not with
 ``SEQZOO_NATIVE=0``) and the tensors are CPU float32 / float64, outside torch.compile; torch otherwise). triton is imported only when the Triton path runs. ``activation="silu"`` applies SiLU to y
 (fused into the kernel on the Triton path).
@@ -26,8 +26,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ...errors import InputError
-from ...kernels import float_unfit, note_kernel, want_triton
+from ...errors import InputError, require
+from ...kernels import Choice, float_unfit, kernel_verdict, note_kernel, require_triton
 from .common import ACTIVATIONS
 from .naive import causal_conv1d_naive
 from .native import causal_conv1d_native, native_unfit
@@ -36,10 +36,31 @@ from .torch_conv import causal_conv1d_torch
 MODES = ("auto", "native", "torch", "naive", "triton")
 
 
-def triton_fits(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
-    """Should "auto" run the Triton kernel (``seqzoo.kernels.want_triton``: the kernels switch, the device,
-    float32/float16/bfloat16 tensors on one device)."""
-    return want_triton("causal_conv1d", x.device, float_unfit(x, *others))
+def choose_implementation(mode: str, x: torch.Tensor, *others: torch.Tensor | None) -> Choice:
+    """Which implementation ``causal_conv1d`` runs on ``x`` and ``others`` (weight, bias, state), and why a faster one
+    was passed over.
+
+    ``mode="auto"``: the Triton kernel where the kernels switch allows it (``seqzoo.kernels.kernel_verdict``: the
+    switch, the device, float32/float16/bfloat16 tensors on one device); else the C loops (``native``) for CPU float32
+    / float64 tensors where the library builds, outside torch.compile (there the torch path fuses and a C call would
+    break the graph); else ``torch``. The reason names the last implementation passed over. ``mode="triton"`` is
+    refused with an ``InputError`` when the kernel cannot run here (triton missing, tensors off CUDA outside the
+    interpreter, a dtype it does not take); ``mode="native"`` is refused by ``causal_conv1d_native``. Any other
+    mode is run as asked.
+    """
+    require(mode in MODES, f"mode must be one of {MODES}, got {mode!r}")
+    if mode == "triton":
+        require_triton("causal_conv1d", x.device, float_unfit(x, *others))
+        return Choice("triton")
+    if mode != "auto":
+        return Choice(mode)
+    why = kernel_verdict("causal_conv1d", x.device, float_unfit(x, *others))
+    if why is None:
+        return Choice("triton")
+    if torch.compiler.is_compiling():
+        return Choice("torch", "under torch.compile the torch path fuses; a C call would break the graph")
+    no_c = native_unfit(x, *others)
+    return Choice("native", why) if no_c is None else Choice("torch", no_c)
 
 
 def causal_conv1d(
@@ -60,13 +81,7 @@ def causal_conv1d(
         raise InputError(f"mode must be one of {MODES}, got {mode!r}")
     if activation not in ACTIVATIONS:
         raise InputError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    if mode == "auto":
-        if triton_fits(x, weight, bias, state):
-            mode = "triton"
-        else:
-            # under torch.compile the torch path fuses; a C call would break the graph
-            compiling = torch.compiler.is_compiling()
-            mode = "native" if not compiling and native_unfit(x, weight, bias, state) is None else "torch"
+    mode = choose_implementation(mode, x, weight, bias, state).name
     note_kernel("causal_conv1d", mode, x.device)
     if mode == "triton":
         from .triton import causal_conv1d_triton
@@ -88,5 +103,5 @@ __all__ = [
     "causal_conv1d_naive",
     "causal_conv1d_native",
     "causal_conv1d_torch",
-    "triton_fits",
+    "choose_implementation",
 ]

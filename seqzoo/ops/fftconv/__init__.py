@@ -5,7 +5,9 @@
 
 ``x (B, C, T)`` real, channels first; ``h (C, T)`` (one kernel per channel) or ``(B, C, T)`` (a kernel per
 sample, as Orchid's data-dependent kernel). ``padding="circular"`` is the length-T periodic convolution,
-``"linear"`` the zero-padded (FFT size 2T) one. Input is validated here, before any FFT.
+``"linear"`` the zero-padded (FFT size 2T) one. Input is validated here, before any FFT. ``choose_implementation``
+decides what runs: the FFT for ``"auto"`` on every device and dtype (there is no kernel or C loop to prefer), the
+direct sum only when asked.
 See README.md for the conventions and their derivation.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from ...errors import InputError
+from ...kernels.switch import Choice
 from . import fft as _fft
 from . import naive as _naive
 from .fft import rfft
@@ -25,6 +28,7 @@ MODES = ("auto", "fft", "direct")
 __all__ = [
     "MODES",
     "PADDINGS",
+    "choose_implementation",
     "dft_matrix",
     "direct_conv",
     "fft_size",
@@ -41,6 +45,13 @@ def fft_size(T: int, padding: str) -> int:
     """FFT size for a length-T signal: T (circular) or 2T (linear)."""
     _check_choice("padding", padding, PADDINGS)
     return T if padding == "circular" else 2 * T
+
+
+def choose_implementation(mode: str) -> Choice:
+    """Which implementation ``fftconv`` / ``spectral_conv`` run: ``fft`` for ``"auto"`` (O(T log T), exact up to
+    rounding), else the mode asked for (``direct``: the O(T²) reference sum)."""
+    _check_choice("mode", mode, MODES)
+    return Choice("fft" if mode == "auto" else mode)
 
 
 def _check_choice(name: str, value, choices) -> None:
@@ -78,7 +89,7 @@ def fftconv(x: torch.Tensor, h: torch.Tensor, padding: str = "circular", mode: s
         )
     if h.shape[-2] != C or (h.dim() == 3 and h.shape[0] != B):
         raise InputError(f"h must have shape (C={C}, T={T}) or (B={B}, C={C}, T={T}), got {tuple(h.shape)}")
-    if mode == "direct":
+    if choose_implementation(mode).name == "direct":
         return _naive.direct_conv(x, h, padding)
     return _fft.fft_conv(x, h, padding)
 
@@ -99,6 +110,6 @@ def spectral_conv(x: torch.Tensor, H: torch.Tensor, n: int, mode: str = "auto") 
     F = n // 2 + 1
     if H.dim() not in (2, 3) or H.shape[-2:] != (C, F) or (H.dim() == 3 and H.shape[0] != B):
         raise InputError(f"H must have shape (C={C}, F={F}) or (B={B}, C={C}, F={F}) for n = {n}, got {tuple(H.shape)}")
-    if mode == "direct":
+    if choose_implementation(mode).name == "direct":
         return _naive.spectral_conv_naive(x, H, n).to(x.dtype)
     return _fft.spectral_conv(x, H, n)

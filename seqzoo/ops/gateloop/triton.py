@@ -620,7 +620,7 @@ def shape_unfit(q, v, phase=None, state=None, chunk_size: int | None = None, cc:
     """Why ``gateloop_triton`` cannot serve inputs like these on the GPU: a kernel it would launch (forward, and the
     backward kernels when q or v require grad) has no autotune config that fits the GPU's shared memory without
     spilling (``kernels/prune.py: launch_unfit``, compute capability ``cc``, default q's device). None when every
-    kernel has one, and off CUDA without ``cc``. Asked by ``ops/gateloop/__init__.py: triton_fits``."""
+    kernel has one, and off CUDA without ``cc``. Asked by ``ops/gateloop/__init__.py: _triton_unfit``."""
     cc = compute_capability(q, cc)
     if cc is None:
         return None

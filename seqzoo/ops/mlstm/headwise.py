@@ -163,7 +163,7 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
     return rows if rows.stride(-1) == 1 else rows.contiguous()
 
 
-def native_fits(x: torch.Tensor, weight: torch.Tensor, *more: torch.Tensor) -> bool:
+def _native_fits(x: torch.Tensor, weight: torch.Tensor, *more: torch.Tensor) -> bool:
     """Whether the C path takes ``x`` and block weight ``weight`` (blocks of 4 x 4, E a multiple of 32 bytes, CPU
     float32 / float64, built), with ``more`` tensors (other inputs and weights) of the same dtype on the CPU."""
     return (
@@ -306,14 +306,14 @@ class _MapsNative(torch.autograd.Function):
 
 
 def headwise_native(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``headwise_reference`` through ``headwise.c`` (``native_fits``); forward and backward."""
+    """``headwise_reference`` through ``headwise.c`` (``_native_fits``); forward and backward."""
     return _MapsNative.apply((0,), False, 1, x, weight)[0]
 
 
 def headwise(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """Block-diagonal map ``x (B, T, nb*bs_in)``, ``weight (nb, bs_out, bs_in)`` -> ``(B, T, nb*bs_out)``: the C
-    path from ``_GROUP_MIN_TOKENS`` tokens on where ``native_fits``, else ``headwise_matmul``."""
-    if _many_tokens(x) and native_fits(x, weight):
+    path from ``_GROUP_MIN_TOKENS`` tokens on where ``_native_fits``, else ``headwise_matmul``."""
+    if _many_tokens(x) and _native_fits(x, weight):
         return headwise_native(x, weight)
     return headwise_matmul(x, weight)
 
@@ -344,7 +344,7 @@ def qkv_gates_reference(x_c, x_m, wq, wk, wv, w_gates, b_gates, n_heads: int = 1
 
 def qkv_gates(x_c, x_m, wq, wk, wv, w_gates, b_gates, n_heads: int = 1):
     """``qkv_gates_reference``; in one C pass forward and one backward (gates summed beside the maps, q, k, v
-    written per head as the chunkwise cell reads them) where it fits: the inputs ``native_fits``, at most
+    written per head as the chunkwise cell reads them) where it fits: the inputs ``_native_fits``, at most
     ``MAX_GATES`` gates, from ``_GROUP_MIN_TOKENS`` tokens on."""
     if (
         _many_tokens(x_c)
@@ -353,7 +353,7 @@ def qkv_gates(x_c, x_m, wq, wk, wv, w_gates, b_gates, n_heads: int = 1):
         and w_gates.shape[1] == 3 * x_c.shape[-1]  # the C calls read E columns per map
         and b_gates.shape == w_gates.shape[:1]
         and w_gates.shape[0] <= MAX_GATES
-        and native_fits(x_c, wq, x_m, wk, wv, w_gates, b_gates)
+        and _native_fits(x_c, wq, x_m, wk, wv, w_gates, b_gates)
         and wk.shape == wq.shape == wv.shape
     ):
         q, k, v, gates = _MapsNative.apply((0, 0, 1), True, n_heads, x_c, x_m, wq, wk, wv, w_gates, b_gates)

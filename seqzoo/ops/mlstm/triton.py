@@ -850,8 +850,8 @@ def kernel_tile(
 
 def shape_unfit(q, k, v, chunk_size: int, state=None, cc: int | None = None, reset=None) -> str | None:
     """Why ``mlstm_triton`` cannot serve inputs like these on the GPU at any tile (``kernel_tile``): None when it
-    can, and off CUDA without ``cc``. Asked by the ``mode="auto"`` dispatch (``ops/mlstm/__init__.py:
-    triton_fits``) before anything is launched."""
+    can, and off CUDA without ``cc``. Asked by the dispatch (``ops/mlstm/__init__.py:
+    _triton_unfit``) before anything is launched."""
     return kernel_tile(q, k, v, chunk_size, state, cc, reset)[1]
 
 

@@ -2,7 +2,7 @@
 
 There is no parallel form (the recurrent matrix R mixes h_{t-1} into every gate), so every mode is a loop
 over T; they differ only in how much each step costs. ``"auto"``: ``"native"`` (the loops in C, built on first use
-by ``native.py``) on CPU where a C compiler builds it, else ``"fused"``. README.md holds the derivation and measured times.
+by ``native.py``) on CPU where a C compiler builds it, else ``"fused"`` (``choose_implementation`` decides). README.md holds the derivation and measured times.
 Every mode takes ``segment_pos (B, T)`` (packed documents): the state is reset to the fresh one where it is 0.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ...errors import InputError, require
-from ...kernels.switch import note_kernel
+from ...errors import require
+from ...kernels.switch import Choice, note_kernel
 from . import native
 from .fused import slstm_compiled, slstm_fused
 from .naive import slstm_naive
@@ -34,24 +34,38 @@ def slstm(wx, R, state=None, mode: str = "auto", segment_pos=None):
     return _slstm(wx, R, state, mode, segment_pos)
 
 
-def _slstm(wx, R, state, mode, segment_pos):
-    if mode not in MODES:
-        raise InputError(f"slstm: mode must be one of {MODES}, got {mode!r}")
-    if mode == "naive":
-        return slstm_naive(wx, R, state, segment_pos)
-    if mode == "compiled":
-        return slstm_compiled(wx, R, state, segment_pos)
+def choose_implementation(mode: str, wx) -> Choice:
+    """Which loop ``slstm`` runs on ``wx``, and why a faster one was passed over.
+
+    ``mode="auto"``: the C loops (``native``) on CPU where they build (first use compiles native.c, seconds; logged
+    once), else the PyTorch loops (``fused``) with the reason. ``mode="native"`` off CPU is an ``InputError``, and
+    without its C loops built a ``RuntimeError`` (the machine, not the input, lacks them). Any other mode is run as
+    asked.
+    """
+    require(mode in MODES, f"slstm: mode must be one of {MODES}, got {mode!r}")
     if mode == "native":
         require(wx.device.type == "cpu", f"slstm: mode='native' runs on CPU tensors, got {wx.device.type}")
         why = native.unavailable()
         if why is not None:
             raise RuntimeError(f"slstm: mode='native' needs its C loops built: {why}")
-    elif mode == "auto":
-        # the C loops on CPU where they build (first use compiles native.c, seconds; logged once), else PyTorch's
-        use = wx.device.type == "cpu" and native.library() is not None
-        note_kernel("slstm", "native C loop" if use else "PyTorch loop", wx.device)
-        return slstm_fused(wx, R, state, native=use, segment_pos=segment_pos)
+    if mode != "auto":
+        return Choice(mode)
+    if wx.device.type != "cpu":
+        return Choice("fused", f"the C loops run on CPU tensors, got {wx.device.type} tensors")
+    why = native.unavailable()
+    return Choice("native") if why is None else Choice("fused", f"the C loops are unavailable: {why}")
+
+
+def _slstm(wx, R, state, mode, segment_pos):
+    auto = mode == "auto"
+    mode = choose_implementation(mode, wx).name
+    if auto:  # the first "auto" run logs which loop it took
+        note_kernel("slstm", "native C loop" if mode == "native" else "PyTorch loop", wx.device)
+    if mode == "naive":
+        return slstm_naive(wx, R, state, segment_pos)
+    if mode == "compiled":
+        return slstm_compiled(wx, R, state, segment_pos)
     return slstm_fused(wx, R, state, native=mode == "native", segment_pos=segment_pos)
 
 
-__all__ = ["MODES", "slstm", "slstm_compiled", "slstm_fused", "slstm_naive"]
+__all__ = ["MODES", "choose_implementation", "slstm", "slstm_compiled", "slstm_fused", "slstm_naive"]
