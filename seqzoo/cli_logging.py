@@ -27,13 +27,23 @@ class _NameOnce(logging.Formatter):
         return text if text.startswith(record.name) else f"{record.name}: {text}"
 
 
+class _AboveBars(logging.StreamHandler):
+    """Writes each line above the progress bars on the stream (tqdm clears and redraws them), not into one."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        with tqdm.external_write_mode(file=self.stream):
+            super().emit(record)
+
+
 @contextlib.contextmanager
 def command_logging(verbosity: int) -> Iterator[None]:
     """Route the ``seqzoo`` loggers to stderr at INFO (``verbosity > 0``) or WARNING (otherwise) while the block
     runs."""
     logger = logging.getLogger(LOGGER)
     old_level = logger.level
-    handler = logging.StreamHandler(sys.stderr)  # the stderr of now: a test's captured stream too
+    handler = _AboveBars(sys.stderr)  # the stderr of now: a test's captured stream too
     handler.setFormatter(_NameOnce("%(message)s"))
     logger.setLevel(logging.INFO if verbosity > 0 else logging.WARNING)
     logger.addHandler(handler)
