@@ -6,8 +6,6 @@ bar over all their runs."""
 import argparse
 import os
 import re
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -174,23 +172,27 @@ def test_list_families_names_what_zoo_and_bench_take(capsys):
     assert "hawk-tiny" not in out  # presets are listed apart (`list presets`)
 
 
-def _tiny_train(tmp_path, *flags):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SEQZOO_KERNELS": "auto"}
-    args = [sys.executable, "-m", "seqzoo", *flags, "train", "--model", "hawk-tiny", "--task", "mqar"]
-    args += ["--task-arg", "num_pairs=2", "--task-arg", "seq_len=16", "--steps", "1", "--batch-size", "4"]
-    args += ["--eval-every", "0", "--set", "train.eval_samples=8", "--no-progress", "--out", str(tmp_path / "run")]
-    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
-    assert res.returncode == 0, res.stderr
-    return res.stderr
+def _tiny_train(tmp_path, capsys, monkeypatch, before=(), after=()):
+    """A one-step hawk-tiny run in this process, with nothing logged yet (``kernels_reset``: each op logs its first
+    use once per process); returns what it wrote to stderr."""
+    from seqzoo.kernels import switch
+
+    monkeypatch.setattr(switch, "_seen", set())
+    args = [*before, "train", *after, "--model", "hawk-tiny", "--task", "mqar", "--task-arg", "num_pairs=2"]
+    args += ["--task-arg", "seq_len=16", "--steps", "1", "--batch-size", "4", "--eval-every", "0"]
+    args += ["--set", "train.eval_samples=8", "--no-progress", "--out", str(tmp_path)]
+    capsys.readouterr()
+    assert main(args) == 0
+    return capsys.readouterr().err
 
 
-def test_verbose_shows_which_implementation_ran_and_quiet_default_does_not(tmp_path):
+def test_verbose_shows_which_implementation_ran_and_the_default_does_not(tmp_path, capsys, kernels_reset, monkeypatch):
     """hawk-tiny runs the RG-LRU and the short causal conv: with -v each op's first use names its implementation
-    (seqzoo.kernels logger); without -v those INFO lines stay hidden."""
-    loud = _tiny_train(tmp_path / "loud", "-v")
+    (the seqzoo.kernels logger); without -v those INFO lines stay hidden (-v after the command: the parser test)."""
+    loud = _tiny_train(tmp_path / "loud", capsys, monkeypatch, before=["-v"])
     assert "seqzoo.kernels: rglru runs the" in loud, loud
     assert "seqzoo.kernels: causal_conv1d runs the" in loud, loud
-    plain = _tiny_train(tmp_path / "plain")
+    plain = _tiny_train(tmp_path / "plain", capsys, monkeypatch, after=["--seed", "1"])
     assert "runs the" not in plain, plain
 
 
