@@ -586,7 +586,9 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = s.add_argument_group("mixers suite")
     g.add_argument("--mixers", default="attention,local_attention", help="comma-separated mixer names")
-    g.add_argument("--modes", default="default", help="'default', 'all', or comma-separated mode names")
+    g.add_argument(
+        "--modes", default="default", help="'default' (each mixer's default mode), 'all', or comma-separated mode names"
+    )
     g.add_argument("--d-model", type=int, default=64, help="width of each mixer")
     batch_size = g.add_argument("--batch-size", type=int, default=1, help="sequences per measured call")
     add_hidden_alias(g, "--batch", of=batch_size)  # its name before --batch-size

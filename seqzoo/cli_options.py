@@ -63,14 +63,16 @@ def add_hidden_alias(parser, *names: str, of: argparse.Action) -> None:
 
 
 class _ShowDefaults:
-    """Ends an option's help with ``(default: X)`` unless the help already names its default. Flags (off unless
-    given), positionals that must be given and options without a default (None) get nothing: where None stands for
-    "the preset's" or "the suite's", the help says so itself."""
+    """Ends an option's help with ``(default: X)`` unless the help already says ``(default ...`` or ``default: ...``
+    itself (a value named 'default' does not count). Flags (off unless given), positionals that must be given and
+    options without a default (None) get nothing: where None stands for "the preset's" or "the suite's", the help
+    says so itself."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
+        # `is False`, not `in (None, False, ...)`: 0 == False, and a default of 0 is shown
         unset = action.default is None or action.default is False or action.default == argparse.SUPPRESS
-        if "default" in text or unset or action.nargs == 0:  # `is False`: a default of 0 is shown
+        if "(default" in text or "default:" in text or unset or action.nargs == 0:
             return text
         if not action.option_strings and action.nargs not in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
             return text
