@@ -1,6 +1,6 @@
-"""``seqzoo`` command line: train | eval | generate | zoo | bench | experiment | list.
+"""``seqzoo`` command line: list | train | eval | generate | zoo | bench | experiment | convert | kernels.
 
-Run ``seqzoo COMMAND --help`` for each command's options.
+Run ``seqzoo COMMAND --help`` for each command's options; ``-v`` / ``-q`` and ``--version`` are global (cli_options.py).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .cli_logging import command_logging
+from .cli_options import add_device_option, add_hidden_alias, concrete_device, finish_parsers
 from .errors import InputError, TrainingDivergedError, TrainingInterrupted
 from .host_memory import apply_malloc_setting
 from .outputs import check_output_dir, check_output_file
@@ -33,6 +35,26 @@ def _kv(items: list[str] | None, what: str) -> dict[str, Any]:
     return parse_assignments(items, what)
 
 
+# the trainer's numeric options: flag, type, help; their defaults are TrainConfig's, shown in --help
+TRAIN_OPTIONS = (
+    ("--steps", int, "optimiser steps"),
+    ("--batch-size", int, "sequences per optimiser step, over all ranks and --grad-accum micro-batches"),
+    ("--grad-accum", int, "micro-batches per optimiser step (--batch-size must be divisible by it)"),
+    ("--lr", float, "peak learning rate (AdamW; linear warm-up, then cosine decay)"),
+    ("--warmup-steps", int, "steps of linear learning-rate warm-up"),
+    ("--eval-every", int, "validate every N steps (0: only at the end)"),
+    ("--ckpt-every", int, "checkpoint every N steps (0: only at the end)"),
+    ("--seed", int, "seed of the initialisation and the data order"),
+)
+
+
+def _train_default(flag: str) -> str:
+    """What a train flag left out means: the --config file's value, else TrainConfig's default."""
+    from .train.config import TrainConfig
+
+    return f"the config file's, else {getattr(TrainConfig, flag[2:].replace('-', '_'))}"
+
+
 # --------------------------------------------------------------------------- list
 def cmd_list(args) -> int:
     from .experiments import EXPERIMENTS
@@ -49,6 +71,8 @@ def cmd_list(args) -> int:
         print("presets:")
         for name, p in sorted(PRESETS.items()):
             print(f"  {name:26s} [{p.family}, {p.kind}] {p.description}")
+    if what in ("all", "families"):
+        print_families()
     if what in ("all", "tasks"):
         print("tasks:")
         for name, cls in sorted(TASKS.items()):
@@ -59,6 +83,20 @@ def cmd_list(args) -> int:
         for name, e in sorted(EXPERIMENTS.items()):
             print(f"  {name:26s} {e.description}")
     return 0
+
+
+def print_families() -> None:
+    """The names ``zoo --families`` and ``bench --suite models --families`` take (a preset is one sized model of a
+    family: ``train --model``)."""
+    from .bench.models import FAMILIES as BENCH_FAMILIES
+    from .experiments.zoo_models import DESCRIPTIONS, ZOO_MODELS
+
+    print("families (seqzoo zoo --families):")
+    for name in ZOO_MODELS:
+        print(f"  {name:18s} {DESCRIPTIONS.get(name, '')}")
+    print("model families (seqzoo bench --suite models --families):")
+    for name, title in BENCH_FAMILIES.items():
+        print(f"  {name:18s} {title}")
 
 
 # -------------------------------------------------------------------------- train
@@ -229,7 +267,7 @@ def cmd_zoo(args) -> int:
     res = run_zoo(
         out_dir=args.out,
         suite=args.suite,
-        models=args.models or "",
+        models=args.families or "",
         probes=args.probes or "",
         seeds=args.seeds or "",
         data=args.data or "",
@@ -266,7 +304,7 @@ def check_bench_options(args) -> None:
     if args.threads is not None and args.threads < 1:
         raise InputError(f"--threads must be >= 1, got {args.threads}")
     if args.suite == "mixers":
-        for flag, value in (("--d-model", args.d_model), ("--batch", args.batch)):
+        for flag, value in (("--d-model", args.d_model), ("--batch-size", args.batch_size)):
             if value < 1:
                 raise InputError(f"{flag} must be >= 1, got {value}")
         if args.mixer_kwargs:
@@ -281,6 +319,7 @@ def check_bench_options(args) -> None:
 def cmd_bench(args) -> int:
     out = args.out or BENCH_OUT[args.suite]
     check_bench_options(args)
+    args.device = concrete_device(args.device)  # the suites take a real device; auto means this machine's
     check_output_dir(out, "--out")  # before anything is measured
     if args.suite == "official":
         from .bench.official import run_from_args as run_official
@@ -305,7 +344,7 @@ def cmd_bench(args) -> int:
         lengths=lengths,
         modes=modes,
         d_model=args.d_model,
-        batch=args.batch,
+        batch=args.batch_size,
         baseline=args.baseline or None,
         device=args.device,
         dtype=args.dtype,
@@ -329,7 +368,10 @@ def cmd_experiment(args) -> int:
     exp = get_experiment(args.name)
     out = args.out or f"results/{exp.name}"
     check_output_dir(out, "--out")
-    res = exp.run(out_dir=out, **_kv(args.set, "--set"))
+    from .sweep.runner import progress_bars
+
+    with progress_bars(not args.no_progress):
+        res = exp.run(out_dir=out, **_kv(args.set, "--set"))
     print(res.get("table", json.dumps(res, indent=2, default=str)) if isinstance(res, dict) else res)
     print(f"\nresults written to {out}")
     return 0
@@ -348,15 +390,16 @@ def make_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "list",
-        help="list mixers, presets, tasks and experiments",
+        help="list mixers, presets, families, tasks and experiments",
         description="List what is registered: mixers with their modes and causality, model presets "
-        "(family, kind, size), tasks and experiments. Families register themselves on import.",
+        "(family, kind, size; `train --model`), the families that `zoo --families` and `bench --suite models "
+        "--families` take, tasks and experiments. Families register themselves on import.",
     )
     s.add_argument(
         "what",
         nargs="?",
         default="all",
-        choices=["all", "mixers", "presets", "tasks", "experiments"],
+        choices=["all", "mixers", "presets", "families", "tasks", "experiments"],
         help="which registry to print (default: all)",
     )
     s.set_defaults(fn=cmd_list)
@@ -368,24 +411,36 @@ def make_parser() -> argparse.ArgumentParser:
         "sections), then flags, then --set section.key=value. Resumes from OUT/checkpoint.pt if present. "
         "Multi-process: torchrun --nproc-per-node N -m seqzoo train ...",
     )
-    s.add_argument("--config", help="JSON or TOML file with [model], [task], [train] sections")
-    s.add_argument("--model", help="preset name (see `seqzoo list presets`)")
-    s.add_argument("--model-arg", action="append", metavar="K=V", help="ModelConfig override, repeatable")
-    s.add_argument("--task", help="task name (see `seqzoo list tasks`)")
-    s.add_argument("--task-arg", action="append", metavar="K=V", help="task argument, repeatable")
-    s.add_argument("--steps", type=int)
-    s.add_argument("--batch-size", type=int)
-    s.add_argument("--grad-accum", type=int)
-    s.add_argument("--lr", type=float)
-    s.add_argument("--warmup-steps", type=int)
-    s.add_argument("--eval-every", type=int)
-    s.add_argument("--ckpt-every", type=int, help="checkpoint every N steps (0: only at the end)")
-    s.add_argument("--seed", type=int)
-    s.add_argument("--device", help="auto | cpu | cuda | cuda:N")
-    s.add_argument("--precision", choices=["auto", "fp32", "bf16"])
-    s.add_argument("--distributed", choices=["auto", "none", "ddp", "fsdp"])
-    s.add_argument("--out", help="output folder (default runs/latest)")
-    s.add_argument("--set", action="append", metavar="SECTION.KEY=V", help="any override, e.g. train.grad_clip=0.5")
+    s.add_argument("--config", help="JSON or TOML file with [model], [task], [train] sections (default: none)")
+    s.add_argument("--model", help="preset name, see `seqzoo list presets` (default: the config file's)")
+    s.add_argument(
+        "--model-arg",
+        action="append",
+        metavar="K=V",
+        help="ModelConfig override of the preset, repeatable (default: none)",
+    )
+    s.add_argument("--task", help="task name, see `seqzoo list tasks` (default: the config file's)")
+    s.add_argument("--task-arg", action="append", metavar="K=V", help="task argument, repeatable (default: none)")
+    for flag, kind, text in TRAIN_OPTIONS:
+        s.add_argument(flag, type=kind, help=f"{text} (default: {_train_default(flag)})")
+    add_device_option(s, None, _train_default("--device"))
+    s.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        help=f"auto: bf16 autocast where supported, else fp32 (default: {_train_default('--precision')})",
+    )
+    s.add_argument(
+        "--distributed",
+        choices=["auto", "none", "ddp", "fsdp"],
+        help=f"auto: DDP when launched by torchrun (default: {_train_default('--distributed')})",
+    )
+    s.add_argument("--out", help="output folder (default: the config file's, else runs/latest)")
+    s.add_argument(
+        "--set",
+        action="append",
+        metavar="SECTION.KEY=V",
+        help="any override, e.g. train.grad_clip=0.5, applied last (default: none)",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument(
         "--compile",
@@ -409,29 +464,31 @@ def make_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_train)
 
     s = sub.add_parser("eval", help="evaluate a trained model (loss and accuracy on held-out samples)")
-    s.add_argument("--run", help="training output folder (holds model/ and task.json)")
-    s.add_argument("--model-dir", help="a save_pretrained folder")
+    s.add_argument("--run", help="training output folder, holds model/ and task.json (default: none; or --model-dir)")
+    s.add_argument("--model-dir", help="a save_pretrained folder (default: RUN/model)")
     s.add_argument("--task", help="task name (default: the run's task)")
-    s.add_argument("--task-arg", action="append", metavar="K=V")
-    s.add_argument("--split", default="test", choices=["train", "valid", "test"])
-    s.add_argument("--samples", type=int, default=1024)
-    s.add_argument("--batch-size", type=int, default=64)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--out", help="write the metrics to this JSON file")
+    s.add_argument(
+        "--task-arg", action="append", metavar="K=V", help="task argument over the run's, repeatable (default: none)"
+    )
+    s.add_argument("--split", default="test", choices=["train", "valid", "test"], help="which samples of the task")
+    s.add_argument("--samples", type=int, default=1024, help="sequences evaluated")
+    s.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass")
+    s.add_argument("--seed", type=int, default=0, help="seed of the sampled sequences")
+    s.add_argument("--out", help="also write the metrics to this JSON file (default: print only)")
     s.set_defaults(fn=cmd_eval)
 
     s = sub.add_parser("generate", help="generate tokens from a trained model with carried states")
-    s.add_argument("--run", help="training output folder")
-    s.add_argument("--model-dir", help="a save_pretrained folder")
-    s.add_argument("--prompt", default="\n", help="text prompt (text models)")
-    s.add_argument("--ids", help="comma-separated token ids instead of a text prompt")
-    s.add_argument("--tokenizer", choices=["byte", "gpt2"], help="default: the run's tokenizer")
-    s.add_argument("--bpe-dir", help="folder with GPT-2 encoder.json and vocab.bpe")
-    s.add_argument("--max-new-tokens", type=int, default=100)
-    s.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    s.add_argument("--top-k", type=int)
-    s.add_argument("--top-p", type=float)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--run", help="training output folder (default: none; or --model-dir)")
+    s.add_argument("--model-dir", help="a save_pretrained folder (default: RUN/model)")
+    s.add_argument("--prompt", default="\n", help="text prompt of a text model (default: a newline)")
+    s.add_argument("--ids", help="comma-separated token ids instead of a text prompt (default: none)")
+    s.add_argument("--tokenizer", choices=["byte", "gpt2"], help="tokenizer of --prompt (default: the run's)")
+    s.add_argument("--bpe-dir", help="folder with GPT-2 encoder.json and vocab.bpe (default: the run's)")
+    s.add_argument("--max-new-tokens", type=int, default=100, help="tokens generated after the prompt")
+    s.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, 0 = greedy")
+    s.add_argument("--top-k", type=int, help="sample from the k most likely tokens (default: all)")
+    s.add_argument("--top-p", type=float, help="sample from the smallest set of mass p (default: 1, all)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the sampling")
     s.set_defaults(fn=cmd_generate)
 
     s = sub.add_parser(
@@ -450,9 +507,13 @@ def make_parser() -> argparse.ArgumentParser:
         choices=["quick", "full"],
         help="quick (default: 2 seeds, small budgets) | full (2 seeds, longer budgets)",
     )
-    s.add_argument("--models", "--mixers", dest="models", help="comma-separated zoo models (default: all)")
+    families = s.add_argument(
+        "--families", help="comma-separated zoo families, see `seqzoo list families` (default: all of the suite's)"
+    )
+    add_hidden_alias(s, "--models", "--mixers", of=families)  # their names before --families
     s.add_argument("--probes", help="comma-separated probes of the suite (default: all)")
-    s.add_argument("--seeds", "--seed", dest="seeds", help="comma-separated seeds (default: the suite's)")
+    seeds = s.add_argument("--seeds", help="comma-separated seeds (default: the suite's)")
+    add_hidden_alias(s, "--seed", of=seeds)
     s.add_argument(
         "--data",
         help="text corpus for the text probe (default: $SEQZOO_DATA/tinyshakespeare/input.txt; "
@@ -461,16 +522,20 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--procs", type=int, default=None, help="parallel processes, one thread each (default: min(2, CPU count))"
     )
-    s.add_argument("--task", help="one custom task instead of the suite's probes (see `seqzoo list tasks`)")
-    s.add_argument("--task-arg", action="append", metavar="K=V", help="argument of --task (mqar when no --task)")
+    s.add_argument(
+        "--task", help="one custom task instead of the suite's probes, see `seqzoo list tasks` (default: none)"
+    )
+    s.add_argument(
+        "--task-arg", action="append", metavar="K=V", help="argument of --task, repeatable (default: none; mqar)"
+    )
     s.add_argument("--d-model", type=int, help="width (default: the suite's)")
     s.add_argument("--n-layers", type=int, help="depth (default: the suite's)")
     s.add_argument("--steps", type=int, help="training steps per run (default: the suite's)")
-    s.add_argument("--batch-size", type=int)
-    s.add_argument("--lr", type=float)
-    s.add_argument("--device", help="cpu (default) | cuda")
-    s.add_argument("--out", default="results/zoo")
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--batch-size", type=int, help="sequences per optimiser step (default: the suite's)")
+    s.add_argument("--lr", type=float, help="peak learning rate (default: the suite's)")
+    add_device_option(s, None, "the suite's, cpu")
+    s.add_argument("--out", default="results/zoo", help="output folder (runs/ and the report)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bars and no per-run lines")
     s.add_argument(
         "--collect-only",
         action="store_true",
@@ -517,23 +582,32 @@ def make_parser() -> argparse.ArgumentParser:
         "models: 128,256,512,1024 at --size small, 1024,4096 at --size 10m, 2048,4096,8192,16384 at --size 125m; "
         "official: 2048)",
     )
-    s.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (models on CUDA: bf16 autocast)")
-    s.add_argument("--threads", type=int, help="torch CPU threads per measurement (models, official default: 1)")
+    add_device_option(s, "cpu", note="models on CUDA: bf16 autocast; official: cpu only")
+    s.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads per measurement (default: 1 for models, decode and official; torch's for mixers)",
+    )
     s.add_argument("--timeout", type=float, default=300.0, help="seconds per point before it is recorded as a timeout")
     s.add_argument("--out", help="output folder (default: results/bench, results/bench-models, -decode, -official)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = s.add_argument_group("mixers suite")
     g.add_argument("--mixers", default="attention,local_attention", help="comma-separated mixer names")
-    g.add_argument("--modes", default="default", help="'default', 'all', or comma-separated mode names")
-    g.add_argument("--d-model", type=int, default=64)
-    g.add_argument("--batch", type=int, default=1)
-    g.add_argument("--mixer-kwargs", help='JSON: {"mixer": {kwarg: value}}')
+    g.add_argument(
+        "--modes", default="default", help="'default' (each mixer's default mode), 'all', or comma-separated mode names"
+    )
+    g.add_argument("--d-model", type=int, default=64, help="width of each mixer")
+    batch_size = g.add_argument("--batch-size", type=int, default=1, help="sequences per measured call")
+    add_hidden_alias(g, "--batch", of=batch_size)  # its name before --batch-size
+    g.add_argument("--mixer-kwargs", help='JSON: {"mixer": {kwarg: value}} (default: each mixer\'s own)')
     g.add_argument("--baseline", default="attention", help="mixer the ratios refer to ('' for none)")
-    g.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
+    g.add_argument(
+        "--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"], help="input dtype"
+    )
     g.add_argument("--no-backward", action="store_true", help="forward only")
     from .bench.models import DOC_LENGTH_HELP
 
-    s.add_argument("--doc-length", type=int, help=f"mixers and models suites: {DOC_LENGTH_HELP}")
+    s.add_argument("--doc-length", type=int, help=f"mixers and models suites: {DOC_LENGTH_HELP} (default: none)")
     from .bench.models import add_arguments
 
     add_arguments(s.add_argument_group("models and decode suites"))
@@ -549,8 +623,11 @@ def make_parser() -> argparse.ArgumentParser:
         "and plots under --out. Options reach the experiment as --set key=value (JSON values).",
     )
     s.add_argument("name", help="experiment name (see `seqzoo list experiments`)")
-    s.add_argument("--out", help="output folder (default results/NAME)")
-    s.add_argument("--set", action="append", metavar="K=V", help="experiment option, repeatable")
+    s.add_argument("--out", help="output folder (default: results/NAME)")
+    s.add_argument(
+        "--set", action="append", metavar="K=V", help="experiment option, repeatable (default: the experiment's)"
+    )
+    s.add_argument("--no-progress", action="store_true", help="no progress bar over the experiment's runs")
     s.set_defaults(fn=cmd_experiment)
     from .convert.cli import add_parser as add_convert_parser
 
@@ -558,7 +635,9 @@ def make_parser() -> argparse.ArgumentParser:
     from .bench.aot_cli import add_parser as add_kernels_parser
 
     add_kernels_parser(sub)
-    return p
+    from . import __version__
+
+    return finish_parsers(p, __version__)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -567,9 +646,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("seqzoo: interrupted", file=sys.stderr)
         return 130
+    verbosity = getattr(args, "verbosity", 0)  # -v: 1, -q: -1 (a namespace made by a caller may lack it)
+    if verbosity < 0 and hasattr(args, "no_progress"):
+        args.no_progress = True  # -q: the command's own --no-progress
     try:
         apply_malloc_setting()  # CPU training steps reuse their freed activations' pages (host_memory.py)
-        return args.fn(args)
+        with command_logging(verbosity):
+            return args.fn(args)
     except InputError as e:  # refused input: one line, exit 2; any other exception is a bug and keeps its traceback
         print(f"seqzoo {args.command}: error: {e}", file=sys.stderr)
         return 2

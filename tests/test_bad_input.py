@@ -51,7 +51,7 @@ CASES = [
     (["generate", "--run", "no/such/run", "--ids", "3,4"], "no/such/run"),
     (["zoo", "--steps", "0", "--out", OUT], "steps"),
     (["zoo", "--procs", "0", "--out", OUT], "procs"),
-    (["zoo", "--models", "no-such-model", "--out", OUT], "no-such-model"),
+    (["zoo", "--families", "no-such-model", "--out", OUT], "no-such-model"),
     (["zoo", "--probes", "no-such-probe", "--out", OUT], "no-such-probe"),
     (["zoo", "--suite", "huge", "--out", OUT], "suite"),
     (["bench", "--mixers", "no-such-mixer", "--lengths", "16", "--out", OUT], "no-such-mixer"),

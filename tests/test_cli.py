@@ -77,7 +77,7 @@ def test_zoo_writes_table_files_and_plot(tmp_path):
         main(
             [
                 "zoo",
-                "--mixers",
+                "--families",
                 "attention,local_attention",
                 "--steps",
                 "3",

@@ -20,6 +20,8 @@ LAYERS = {
     "overrides": 1,  # deep merge of configuration overrides
     "field_types": 1,  # dataclass fields checked against their annotations
     "outputs": 1,  # output folders checked before any work
+    "cli_options": 1,  # the options every subcommand shares (--device, hidden aliases, help with defaults)
+    "cli_logging": 1,  # -v / -q: the seqzoo loggers to stderr while a command runs
     "host_memory": 2,
     "ops": 2,
     "tasks": 2,

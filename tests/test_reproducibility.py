@@ -68,7 +68,7 @@ def test_train_twice_in_two_processes_is_bit_identical(tmp_path):
 
 
 def test_zoo_twice_in_two_processes_is_bit_identical(tmp_path):
-    args = ["zoo", "--models", "attention,hawk", "--probes", "parity", "--steps", "4", "--batch-size", "8"]
+    args = ["zoo", "--families", "attention,hawk", "--probes", "parity", "--steps", "4", "--batch-size", "8"]
     args += ["--seeds", "0", "--procs", "1", "--no-progress"]
     _run([*args, "--out", str(tmp_path / "a")], tmp_path)
     _run([*args, "--out", str(tmp_path / "b")], tmp_path)

@@ -6,7 +6,7 @@ No GPU is needed: triton's compiler and the ``ptxas`` / ``cuobjdump`` shipped in
 1. **Capture** (``aot_capture.py``, a ``TRITON_INTERPRET=1`` subprocess): the ops' real entry points run forward
    and backward at the head dims / chunk sizes / widths the presets use, with the kernel launches recorded instead
    of executed: argument dtypes, integer sizes, constexprs (``L``, ``BK``, ``DOT``, ``HAS_STATE``, ...).
-2. **Compile** (subprocesses without the interpreter, ``--jobs`` in parallel): for every recorded launch, every
+2. **Compile** (subprocesses without the interpreter, ``--procs`` in parallel): for every recorded launch, every
    autotune config of the kernel's GPU list (``triton.autotune(configs=...)`` as the module defines it outside the
    interpreter), every dtype and target, the JIT's own binder specialises the arguments (pointer dtypes, 16-divisible
    sizes, i64 for sizes >= 2³¹) and ``triton.compile(ASTSource(fn, signature, constexprs, attrs),
@@ -558,7 +558,7 @@ def check(
         require(m in MODES, f"--modes: unknown mode {m!r}; known: {', '.join(MODES)}")
     require(configs in ("all", "ends", "first"), f"configs must be 'all', 'ends' or 'first', got {configs!r}")
     if not isinstance(workers, int) or workers < 1:
-        raise InputError(f"--jobs must be a positive int, got {workers!r}")
+        raise InputError(f"--procs must be a positive int, got {workers!r}")
     sizes = preset_sizes() if sizes is None else sizes
     launches = capture(scenarios(sizes, dtypes, modes))
     todo = jobs(launches, targets, configs)

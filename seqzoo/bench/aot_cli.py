@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+from ..cli_options import add_hidden_alias
+
 
 def _list(s: str) -> list[str]:
     return [x.strip() for x in s.split(",") if x.strip()]
@@ -25,7 +27,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         dtypes=_list(args.dtypes),
         modes=_list(args.modes),
         configs=args.configs,
-        workers=args.jobs,
+        workers=args.procs,
         cache_dir=args.cache_dir,
         progress=Path(args.out) / "kernels_aot.partial.jsonl",
     )
@@ -73,8 +75,11 @@ def add_parser(subparsers) -> None:
     c.add_argument(
         "--configs", choices=("all", "ends", "first"), default="all", help="every autotune config, first+last, or first"
     )
-    c.add_argument("--jobs", type=int, default=1, help="compile processes in parallel")
-    c.add_argument("--cache-dir", default=None, help="triton cache for the compiled kernels (reruns are quick)")
+    procs = c.add_argument("--procs", type=int, default=1, help="compile processes in parallel")
+    add_hidden_alias(c, "--jobs", of=procs)  # its name before --procs, the zoo's name for the same idea
+    c.add_argument(
+        "--cache-dir", default=None, help="triton cache for the compiled kernels, reruns are quick (default: triton's)"
+    )
     c.add_argument("--out", default="results/kernels", help="output folder")
     c.set_defaults(fn=cmd_check)
     m = sub.add_parser(
@@ -89,5 +94,5 @@ def add_parser(subparsers) -> None:
         default="benchmarks/aot/compile_table.csv",
         help="the kernels_aot.csv of a check (default: the committed table, benchmarks/aot/compile_table.csv)",
     )
-    m.add_argument("--out", default=None, help="write the markdown here instead of printing it")
+    m.add_argument("--out", default=None, help="write the markdown here (default: none, print it)")
     m.set_defaults(fn=cmd_summary)

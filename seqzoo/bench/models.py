@@ -57,6 +57,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from ..cli_options import add_device_option, concrete_device
 from ..errors import InputError
 from ..host_memory import apply_malloc_setting
 from .flops import model_flops
@@ -885,7 +886,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-train", action="store_true", help="decode points only")
     p.add_argument("--no-decode", action="store_true", help="training points only")
     p.add_argument("--doc-length", type=int, help=DOC_LENGTH_HELP)
-    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    add_device_option(p, "cpu")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads per measurement (default 1)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per point before it is recorded as a timeout")
     p.add_argument("--out", default="results/bench-models", help="output folder")
@@ -895,6 +896,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.point:
         print(json.dumps(run_point(json.loads(a.point))))
         return 0
+    a.device = concrete_device(a.device)
     try:
         run_from_args(a, train=not a.no_train, decode=not a.no_decode)
     except (ValueError, TypeError) as e:

@@ -151,7 +151,8 @@ def run_zoo(out_dir: str | Path = "results/zoo", **options: Any) -> dict[str, An
     out = Path(out_dir)
     log = print if opts["progress"] else (lambda *_: None)
     procs = opts["procs"] or min(2, os.cpu_count() or 1)
-    records = run_sweep(specs, out, procs=procs, log=log, train=not opts["collect_only"])  # a bool: resolve_options
+    train = not opts["collect_only"]  # opts hold bools: resolve_options
+    records = run_sweep(specs, out, procs=procs, log=log, train=train, progress=opts["progress"])
     from .zoo_report import write_zoo_report
 
     return write_zoo_report(out, records, settings)

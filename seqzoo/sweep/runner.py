@@ -6,11 +6,15 @@ and wall time) written atomically. A run with ``done.json`` is skipped; one with
 function, which resumes from the trainer's checkpoint in the same folder (the trainer restores model, optimiser,
 RNG and step exactly). A run that raises is recorded with status ``error`` and no ``done.json``, so the next call
 retries it. ``procs > 1`` runs in that many spawned processes; every process (the parent too, when
-``procs == 1``) is pinned to one torch thread so the numbers do not depend on ``procs``.
+``procs == 1``) is pinned to one torch thread so the numbers do not depend on ``procs``. A progress bar over all runs
+of the grid (runs found done count as done) estimates the time left from the runs finished in this call; turn it off
+with ``progress=False`` or, for every sweep inside a block (an experiment's), ``with progress_bars(False):``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import json
 import multiprocessing as mp
@@ -23,6 +27,27 @@ from typing import Any
 
 from ..errors import require
 from .grid import RunSpec, code_version
+
+_SHOW_PROGRESS = contextvars.ContextVar("seqzoo_sweep_progress", default=True)
+
+
+@contextlib.contextmanager
+def progress_bars(show: bool):
+    """Whether the sweeps started inside the block show their progress bar (``seqzoo -q experiment``: none)."""
+    token = _SHOW_PROGRESS.set(show)
+    try:
+        yield
+    finally:
+        _SHOW_PROGRESS.reset(token)
+
+
+def _progress_bar(total: int, done: int, show: bool | None):
+    """The bar over a grid's runs. ``initial=done``: tqdm's rate counts only the runs of this call, so runs found
+    done do not shorten the estimate; ``smoothing=0``: the mean time per run, as runs differ in length."""
+    from tqdm.auto import tqdm
+
+    show = _SHOW_PROGRESS.get() if show is None else show
+    return tqdm(total=total, initial=done, desc="runs", unit="run", smoothing=0, disable=not show, dynamic_ncols=True)
 
 
 def seed_everything(seed: int) -> None:
@@ -85,11 +110,13 @@ def run_sweep(
     log=print,
     code: str | None = None,
     train: bool = True,
+    progress: bool | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``specs`` under ``root``; returns one record per spec, in order: key, labels, run_dir, status
     (``skipped`` = found done, ``ran``, ``error``), metrics and wall_s. ``code`` overrides the code version
     (tests). ``train=False`` runs nothing and writes nothing: runs not found done get status ``missing`` (for a
-    report of a sweep that is still under way; a run being trained elsewhere counts as missing until it ends)."""
+    report of a sweep that is still under way; a run being trained elsewhere counts as missing until it ends).
+    ``progress``: the bar over all runs (None: on, unless inside ``progress_bars(False)``)."""
     require(isinstance(procs, int) and procs >= 1, f"procs must be an int >= 1, got {procs!r}")
     runs = Path(root) / "runs"
     if train:  # collect only writes nothing, not even the folder
@@ -130,19 +157,28 @@ def run_sweep(
         log(f"[sweep] {len(specs)} runs: {len(specs) - n_missing} done, {n_missing} not trained (collect only)")
     else:
         log(f"[sweep] {len(specs)} runs: {len(specs) - len(jobs)} done before, {len(jobs)} to run, {procs} process(es)")
+    # a run to do counts once for every spec it stands for (a configuration twice in one grid is one run)
+    weight = {i: 1 + sum(1 for r in records if r is not None and r.get("dup_of") == i) for i, _ in jobs}
+    bar = _progress_bar(len(specs), len(specs) - sum(weight.values()), progress if jobs else False)
+
+    def finished(i: int, rec: dict[str, Any]) -> None:
+        records[i] = rec
+        bar.update(weight[i])
+        with bar.external_write_mode():  # the line above the bar, not through it
+            log(f"[sweep] {_label(rec)}: {rec['status']}")
+
     if procs > 1 and len(jobs) > 1:
         with mp.get_context("spawn").Pool(min(procs, len(jobs)), initializer=_init_worker) as pool:
             for (i, _), rec in zip(jobs, pool.imap(_execute, [j for _, j in jobs])):
-                records[i] = rec
-                log(f"[sweep] {_label(rec)}: {rec['status']}")
+                finished(i, rec)
             # let the workers exit on their own: the with-block's terminate() kills them before their finalisers
             # run, and a semaphore a run had made (an Orchid sweep's did) was reported as leaked at exit
             pool.close()
             pool.join()
     else:
         for i, job in jobs:
-            records[i] = _execute(job)
-            log(f"[sweep] {_label(records[i])}: {records[i]['status']}")
+            finished(i, _execute(job))
+    bar.close()
     for i, rec in enumerate(records):
         if "dup_of" in rec:  # the shared run's result under this spec's own labels (a copy, not the same dict)
             records[i] = {**records[rec["dup_of"]], "labels": specs[i].labels}
