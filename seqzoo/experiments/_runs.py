@@ -29,7 +29,7 @@ def train_runs(
     """``runs``: (labels with ``seed``, model entry of sweep/train_run.py) pairs, all on ``task`` with ``train``;
     returns the sweep records in order. A failed run raises (an experiment table with a hole would mislead)."""
     specs = [
-        RunSpec(
+        RunSpec.of(
             FN,
             {
                 "seed": int(labels["seed"]),

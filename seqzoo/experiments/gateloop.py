@@ -165,7 +165,7 @@ def memory_horizon(
         + "\n"
     )
     specs = [
-        RunSpec(
+        RunSpec.of(
             "seqzoo.experiments.gateloop:mh_run",
             {
                 "seed": s,

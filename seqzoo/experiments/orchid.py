@@ -59,7 +59,7 @@ def _train_settings(steps: int, batch_size: int, lr: float, eval_every: int, eva
 def _spec(labels: dict, builder: str, args: dict, task: dict, train: dict, eval: dict | None = None) -> RunSpec:
     model = {"builder": f"seqzoo.experiments.orchid_models:{builder}", "args": args}
     config = {"seed": int(labels["seed"]), "model": model, "task": task, "train": train}
-    return RunSpec(FN, {**config, "eval": eval} if eval else config, labels)
+    return RunSpec.of(FN, {**config, "eval": eval} if eval else config, labels)
 
 
 def _result(record: dict) -> dict[str, Any]:

@@ -198,7 +198,7 @@ def rmt_memory(
     mems, seeds = as_ints(mem_sizes), as_ints(seeds)
     (out / "config.json").write_text(json.dumps({**base, "mem_sizes": mems, "seeds": seeds}, indent=2) + "\n")
     specs = [
-        RunSpec(
+        RunSpec.of(
             RUN,
             {
                 **base,
@@ -311,7 +311,7 @@ def rmt_curriculum(
             pretrain_lr,
             0.15,
         )
-        pre = run_specs(out, [RunSpec(PRETRAIN_FN, pre_cfg, {"run": "pretrain"})])[0]
+        pre = run_specs(out, [RunSpec.of(PRETRAIN_FN, pre_cfg, {"run": "pretrain"})])[0]
         model["pretrained"] = pre["key"]
         (out / "pretrain.json").write_text(
             json.dumps({"key": pre["key"], **{k: v for k, v in pre["metrics"].items() if k != "curve"}}, indent=2)
@@ -344,7 +344,7 @@ def rmt_curriculum(
     (out / "config.json").write_text(
         json.dumps({**base, "arms": {m: arm(m) for m in methods}, "seeds": seeds}, indent=2) + "\n"
     )
-    specs = [RunSpec(RUN, {**base, **arm(m), "seed": s}, {"method": m, "seed": s}) for s in seeds for m in methods]
+    specs = [RunSpec.of(RUN, {**base, **arm(m), "seed": s}, {"method": m, "seed": s}) for s in seeds for m in methods]
     rows = []
     for r in run_specs(out, specs, int(procs)):
         met = r["metrics"]

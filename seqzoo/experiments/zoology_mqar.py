@@ -179,7 +179,7 @@ def zoology_mqar(
         "scored_logits": True,
     }
     specs = [
-        RunSpec(
+        RunSpec.of(
             FN,
             {
                 "seed": s,
