@@ -18,9 +18,10 @@ from typing import Any
 
 from ..sweep import choose
 from . import register_experiment
+from ._mqar import mqar_comparison
 from ._runs import adamw_budget, as_ints, as_list, train_runs, write_rows
 from .data import TEXT, require_data
-from .launcher import Axis, CurvePlot, GridExperiment, Settings, register_grid
+from .launcher import Settings, register_grid
 
 KINDS = ("hawk", "griffin", "mqa")
 
@@ -100,50 +101,19 @@ def _mqar_settings(opts: dict[str, Any]) -> Settings:
 
 
 GRIFFIN_MQAR = register_grid(
-    GridExperiment(
-        name="griffin-mqar",
-        description="Hawk vs Griffin vs MQA Transformer (equal size) on multi-query associative recall",
-        options={
-            "models": "hawk,griffin,mqa",
-            "d_model": 64,
-            "n_layers": 3,
-            "window": 16,
-            "vocab_size": 64,
-            "num_pairs": 8,
-            "seq_len": 64,
-            "steps": 400,
-            "batch_size": 32,
-            "lr": 3e-3,
-            "eval_every": 100,
-            "eval_samples": 256,
-            "seeds": "0",
-            "procs": 1,
-        },
-        axes=(Axis("model", "models", str, KINDS), Axis("seed", "seeds", int)),
-        settings=_mqar_settings,
-        columns=(
+    mqar_comparison(
+        "griffin-mqar",
+        "Hawk vs Griffin vs MQA Transformer (equal size) on multi-query associative recall",
+        {"models": "hawk,griffin,mqa", "d_model": 64, "n_layers": 3, "window": 16},
+        KINDS,
+        _mqar_settings,
+        (
             ("model", "labels.model"),
             ("seed", "labels.seed"),
             ("params_non_emb", "metrics.params_non_emb"),
             ("mlp_hidden", "config.model.config.mlp_hidden"),
-            ("valid_accuracy", "metrics.valid_accuracy"),
-            ("valid_loss", "metrics.valid_loss"),
-            ("train_s", "metrics.train_s"),
-            ("run", "key"),
         ),
-        summary=("valid_accuracy", "valid_loss"),
-        plots=(
-            CurvePlot(
-                "mqar_accuracy.png",
-                "valid_curve",
-                0,
-                2,
-                "step",
-                "valid accuracy (queried positions)",
-                "MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}",
-                "{model} s{seed}",
-            ),
-        ),
+        "MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}",
     )
 )
 

@@ -18,9 +18,10 @@ from typing import Any
 from ..plots import plot_lines
 from ..sweep import as_bool, choose
 from . import register_experiment
+from ._mqar import mqar_comparison
 from ._runs import adamw_budget, as_ints, as_list, train_runs, write_rows
 from .data import TEXT, require_data
-from .launcher import Axis, CurvePlot, GridExperiment, Settings, register_grid
+from .launcher import Settings, register_grid
 
 KINDS = ("xlstm10", "xlstm71", "attention")
 LABELS = {"xlstm10": "xLSTM[1:0]", "xlstm71": "xLSTM[7:1]", "attention": "Transformer (RoPE)"}
@@ -112,49 +113,19 @@ def _mqar_settings(opts: dict[str, Any]) -> Settings:
 
 
 XLSTM_MQAR = register_grid(
-    GridExperiment(
-        name="xlstm-mqar",
-        description="xLSTM[1:0] and xLSTM[7:1] vs an equal-size RoPE Transformer on MQAR",
-        options={
-            "models": "xlstm10,xlstm71,attention",
-            "d_model": 64,
-            "n_layers": 8,
-            "vocab_size": 64,
-            "num_pairs": 8,
-            "seq_len": 64,
-            "steps": 400,
-            "batch_size": 32,
-            "lr": 3e-3,
-            "eval_every": 100,
-            "eval_samples": 512,
-            "seeds": "0",
-            "procs": 1,
-        },
-        axes=(Axis("model", "models", str, KINDS), Axis("seed", "seeds", int)),
-        settings=_mqar_settings,
-        columns=(
+    mqar_comparison(
+        "xlstm-mqar",
+        "xLSTM[1:0] and xLSTM[7:1] vs an equal-size RoPE Transformer on MQAR",
+        {"models": "xlstm10,xlstm71,attention", "d_model": 64, "n_layers": 8, "eval_samples": 512},
+        KINDS,
+        _mqar_settings,
+        (
             ("model", "shown.model"),
             ("kind", "labels.model"),
             ("seed", "labels.seed"),
             ("params_non_emb", "metrics.params_non_emb"),
-            ("valid_accuracy", "metrics.valid_accuracy"),
-            ("valid_loss", "metrics.valid_loss"),
-            ("train_s", "metrics.train_s"),
-            ("run", "key"),
         ),
-        summary=("valid_accuracy", "valid_loss"),
-        plots=(
-            CurvePlot(
-                "mqar_accuracy.png",
-                "valid_curve",
-                0,
-                2,
-                "step",
-                "valid accuracy (queried positions)",
-                "MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}, D={d_model}, {n_layers} blocks",
-                "{model} s{seed}",
-            ),
-        ),
+        "MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}, D={d_model}, {n_layers} blocks",
         shown={"model": LABELS},
     )
 )
