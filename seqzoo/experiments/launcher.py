@@ -19,10 +19,12 @@ A run is ``base`` deep-merged with the patch of each axis value (``Settings.poin
 anything is written, runs them through the sweep runner (done runs skipped, cut ones resumed), and writes
 ``config.json`` (the resolved options and ``Settings.info``), ``results.{json,csv,md}`` (one row per run, the
 declared columns), ``summary.{json,csv,md}`` (the declared ``summary`` metrics merged over seeds: mean, min, max),
-the declared figures and ``report.md``.
+the declared figures and ``report.md``; an experiment whose report is computed from the merged runs (a best rate
+per cell) declares its own ``report`` function instead of the last three.
 
 A column's source is a dotted path into the run's record: ``labels.X``, ``shown.X`` (the label's display name,
-``GridExperiment.shown``), ``metrics.X``, ``config.X.Y`` (the run's resolved configuration) or ``key``.
+``GridExperiment.shown``), ``metrics.X``, ``config.X.Y`` (the run's resolved configuration) or ``key``; or a
+function of that record.
 """
 
 from __future__ import annotations
@@ -57,13 +59,14 @@ class Axis:
 @dataclass(frozen=True)
 class Settings:
     """What the resolved options make: ``base`` (run sections every run shares), ``points`` (axis label -> value ->
-    the sections that value sets), ``point`` (the whole point's labels -> sections, where axes interact) and ``info``
-    (written to ``config.json`` beside the options)."""
+    the sections that value sets), ``point`` (the whole point's labels -> sections, where axes interact; None leaves
+    the point out) and ``info`` (written to ``config.json`` beside the options)."""
 
     base: dict[str, Any]
     points: dict[str, dict[Any, dict[str, Any]]] = field(default_factory=dict)
-    point: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    point: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None  # None for a point left out of the grid
     info: dict[str, Any] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)  # what the settings hand to a ``report`` (not written)
 
 
 @dataclass(frozen=True)
@@ -89,12 +92,17 @@ class GridExperiment:
     options: dict[str, Any]  # every --set option with its default (its type types the option)
     axes: tuple[Axis, ...]  # outermost first: the order of the runs and of the result rows
     settings: Callable[[dict[str, Any]], Settings]  # resolved options -> the runs' settings (may refuse them)
-    columns: tuple[tuple[str, str], ...]  # results column -> source in the run's record (module docstring)
+    columns: tuple[tuple[str, Any], ...]  # results column -> source: a path in the run's record, or a function of it
     summary: tuple[str, ...] = ()  # metrics merged over seeds in summary.* and report.md
     plots: tuple[CurvePlot, ...] = ()
     shown: dict[str, dict[Any, str]] = field(default_factory=dict)  # label -> display name of each value
     fn: str = TRAIN_RUN  # the run function
     title: str = ""  # report.md heading (default: the description)
+    rows_stem: str = "results"  # the per-run table's files: <rows_stem>.{json,csv,md}
+    label_order: tuple[str, ...] = ()  # the labels' order in tables, where it differs from the axes' order
+    # a report of its own, called with out, opts, settings, records (the sweep's) and rows (the declared columns)
+    # instead of summary.* and report.md; what it returns joins the launcher's result
+    report: Callable[..., dict[str, Any]] | None = None
 
 
 def _axis_values(exp: GridExperiment, opts: dict[str, Any]) -> list[list[Any]]:
@@ -118,18 +126,23 @@ def build_specs(exp: GridExperiment, opts: dict[str, Any]) -> tuple[list[RunSpec
     specs = []
     for combo in itertools.product(*_axis_values(exp, opts)):
         labels = {axis.label: value for axis, value in zip(exp.axes, combo)}
+        labels = {k: labels[k] for k in exp.label_order or labels}
+        patch = settings.point(labels) if settings.point is not None else {}
+        if patch is None:
+            continue
         config = settings.base
         for axis, value in zip(exp.axes, combo):
             config = deep_merge(config, settings.points.get(axis.label, {}).get(value, {}))
-        if settings.point is not None:
-            config = deep_merge(config, settings.point(labels))
+        config = deep_merge(config, patch)
         if "seed" in labels:  # a seed axis seeds its runs
             config = {**config, "seed": labels["seed"]}
         specs.append(RunSpec.of(exp.fn, config, labels))
     return specs, settings
 
 
-def _source(record: dict[str, Any], path: str) -> Any:
+def _source(record: dict[str, Any], path: Any) -> Any:
+    if callable(path):
+        return path(record)
     node: Any = record
     for part in path.split("."):
         node = node.get(part) if isinstance(node, dict) else None
@@ -181,7 +194,10 @@ def run_grid(exp: GridExperiment, out_dir: str | Path, given: dict[str, Any]) ->
     runs = [_record(exp, s, r) for s, r in zip(specs, records)]
     rows = [{col: _source(r, src) for col, src in exp.columns} for r in runs]
     (out / "config.json").write_text(json.dumps({"options": opts, **settings.info}, indent=2, default=str) + "\n")
-    write_rows(out, rows, "results")
+    write_rows(out, rows, exp.rows_stem)
+    if exp.report is not None:
+        done = exp.report(out=out, opts=opts, settings=settings, records=records, rows=rows)
+        return {"rows": rows, **done}
     summary = aggregate(records, list(exp.summary)) if exp.summary else []
     if summary:
         write_rows(out, summary, "summary")
