@@ -23,8 +23,8 @@ the declared figures and ``report.md``; an experiment whose report is computed f
 per cell) declares its own ``report`` function instead of the last three.
 
 A column's source is a dotted path into the run's record: ``labels.X``, ``shown.X`` (the label's display name,
-``GridExperiment.shown``), ``metrics.X``, ``config.X.Y`` (the run's resolved configuration) or ``key``; or a
-function of that record.
+``GridExperiment.shown``), ``metrics.X``, ``config.X.Y`` (the run's resolved configuration), ``options.X`` (the
+resolved options) or ``key``; or a function of that record.
 """
 
 from __future__ import annotations
@@ -103,6 +103,7 @@ class GridExperiment:
     # a report of its own, called with out, opts, settings, records (the sweep's) and rows (the declared columns)
     # instead of summary.* and report.md; what it returns joins the launcher's result
     report: Callable[..., dict[str, Any]] | None = None
+    aliases: tuple[str, ...] = ()  # former names of the experiment
 
 
 def _axis_values(exp: GridExperiment, opts: dict[str, Any]) -> list[list[Any]]:
@@ -149,10 +150,10 @@ def _source(record: dict[str, Any], path: Any) -> Any:
     return node
 
 
-def _record(exp: GridExperiment, spec: RunSpec, rec: dict[str, Any]) -> dict[str, Any]:
+def _record(exp: GridExperiment, spec: RunSpec, rec: dict[str, Any], opts: dict[str, Any]) -> dict[str, Any]:
     shown = {k: exp.shown.get(k, {}).get(v, v) for k, v in spec.labels.items()}
     return {"labels": spec.labels, "shown": shown, "metrics": rec.get("metrics") or {}, "key": rec["key"],
-            "config": spec.config}  # fmt: skip
+            "config": spec.config, "options": opts}  # fmt: skip
 
 
 def _plot(exp: GridExperiment, plot: CurvePlot, out: Path, runs: list[dict[str, Any]], opts: dict[str, Any]) -> Path:
@@ -191,7 +192,7 @@ def run_grid(exp: GridExperiment, out_dir: str | Path, given: dict[str, Any]) ->
     specs, settings = build_specs(exp, opts)
     out = Path(out_dir)
     records = run_specs(out, specs, int(opts.get("procs", 1)))
-    runs = [_record(exp, s, r) for s, r in zip(specs, records)]
+    runs = [_record(exp, s, r, opts) for s, r in zip(specs, records)]
     rows = [{col: _source(r, src) for col, src in exp.columns} for r in runs]
     (out / "config.json").write_text(json.dumps({"options": opts, **settings.info}, indent=2, default=str) + "\n")
     write_rows(out, rows, exp.rows_stem)
@@ -214,5 +215,5 @@ def register_grid(exp: GridExperiment) -> Callable[..., dict[str, Any]]:
         return run_grid(exp, out_dir, given)
 
     run.__name__ = run.__qualname__ = "run_" + exp.name.replace("-", "_")
-    register_experiment(exp.name, exp.description)(run)
+    register_experiment(exp.name, exp.description, aliases=exp.aliases)(run)
     return run
