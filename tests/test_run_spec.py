@@ -155,6 +155,8 @@ def test_json_round_trip_gives_the_same_spec_and_key():
         ({"fn": "no_colon"}, "module:function"),
         ({"extra": {"seed": 1}, "fn": "m:f"}, "seed"),  # a section smuggled in as a custom setting
         ({"extra": {"span_bin": 10}}, "span_bin"),  # the standard run reads no custom setting
+        ({"train": {"stepz": 3}}, "stepz"),  # not a TrainConfig field
+        ({"eval": {"task_length": [32]}}, "task_length"),  # not an evaluation of the standard run
     ],
 )
 def test_unknown_or_unused_keys_are_refused_by_name(bad, words):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import importlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,8 @@ MODEL_FORMS = {  # the keys each form of a ``model`` section may hold (see ``bui
     "config": ("type", "config", "init"),
 }
 MODEL_INITS = (None, "xlstm")
+# what the standard run's evaluation reads (``sweep/train_run.py: train_run``)
+EVAL_KEYS = ("lengths", "tokens", "bins", "task_lengths", "samples", "test", "difficulty")
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,20 @@ class RunSpec:
         clash = sorted(set(self.extra) & set(FIELDS))
         if clash:
             raise InputError(f"run extra settings {clash} are sections of their own: set them outside 'extra'")
-        if self.fn == TRAIN_RUN and self.extra:
+        if self.fn == TRAIN_RUN:
+            self._check_standard_run()
+
+    def _check_standard_run(self) -> None:
+        """The standard run reads exactly its sections: any other key would be hashed and then ignored."""
+        if self.extra:
             raise InputError(
                 f"unknown run setting(s) {sorted(self.extra)} for the standard run; expected {', '.join(SECTIONS)}"
             )
+        train_fields = {f.name for f in fields(TrainConfig)}
+        for section, known in (("train", train_fields), ("eval", set(EVAL_KEYS))):
+            unknown = set(getattr(self, section) or {}) - known
+            if unknown:
+                raise InputError(f"unknown {section} setting(s) {sorted(unknown)}; known: {sorted(known)}")
 
     @property
     def config(self) -> dict[str, Any]:
@@ -181,9 +193,6 @@ class RunSpec:
     def key(self, code: str | None = None) -> str:
         """12 hex digits: the run's folder name (``train/run_key.py``); ``code`` overrides the code version."""
         return run_key(self.fn, self.config, code)
-
-    def with_labels(self, **labels: Any) -> RunSpec:
-        return replace(self, labels={**self.labels, **labels})
 
     def build(self):
         """-> (model, task, TrainConfig): what ``seqzoo train`` trains. The run's ``seed`` (else ``train.seed``)
