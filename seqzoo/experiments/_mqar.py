@@ -55,7 +55,7 @@ def mqar_comparison(
     return GridExperiment(
         name=name,
         description=description,
-        options={**MQAR_OPTIONS, **options},
+        options={**options, **{k: v for k, v in MQAR_OPTIONS.items() if k not in options}},  # the family's first
         axes=(Axis("model", "models", str, kinds), Axis("seed", "seeds", int)),
         settings=settings,
         columns=(*columns, *RUN_COLUMNS),

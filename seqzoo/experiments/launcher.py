@@ -14,9 +14,10 @@ its grid, the columns to collect and the figures to draw; :func:`run_grid` is th
 
 A run is ``base`` deep-merged with the patch of each axis value (``Settings.points``), a
 :class:`~seqzoo.train.spec.RunSpec` labelled by its axis values; a patch may be a function of the whole point
-(``Settings.point``) where one axis's settings depend on another's. An axis labelled ``seed`` sets the run's seed. The launcher resolves the options strictly
-(unknown keys refused by name, values cast to the default's type, ``sweep/options.py``), builds every spec before
-anything is written, runs them through the sweep runner (done runs skipped, cut ones resumed), and writes
+(``Settings.point``) where one axis's settings depend on another's. An axis labelled ``seed`` sets the run's seed.
+The launcher resolves the options strictly (unknown keys refused by name, values cast to the default's type,
+``sweep/options.py``), builds every spec before anything is written, runs them through the sweep runner (done runs
+skipped, cut ones resumed), and writes
 ``config.json`` (the resolved options and ``Settings.info``), ``results.{json,csv,md}`` (one row per run, the
 declared columns), ``summary.{json,csv,md}`` (the declared ``summary`` metrics merged over seeds: mean, min, max),
 the declared figures and ``report.md``; an experiment whose report is computed from the merged runs (a best rate
@@ -207,8 +208,8 @@ def run_grid(exp: GridExperiment, out_dir: str | Path, given: dict[str, Any]) ->
     return {"rows": rows, "summary": summary, "table": table, "report": str(out / "report.md")}
 
 
-def register_grid(exp: GridExperiment) -> Callable[..., dict[str, Any]]:
-    """``seqzoo experiment <exp.name>``: :func:`run_grid` with the ``--set`` options; returns its function."""
+def register_grid(exp: GridExperiment) -> GridExperiment:
+    """``seqzoo experiment <exp.name>``: :func:`run_grid` with the ``--set`` options; returns the declaration."""
     from . import register_experiment
 
     def run(out_dir: str | Path = f"results/{exp.name}", **given: Any) -> dict[str, Any]:
@@ -216,4 +217,4 @@ def register_grid(exp: GridExperiment) -> Callable[..., dict[str, Any]]:
 
     run.__name__ = run.__qualname__ = "run_" + exp.name.replace("-", "_")
     register_experiment(exp.name, exp.description, aliases=exp.aliases)(run)
-    return run
+    return exp
