@@ -102,7 +102,7 @@ class GridExperiment:
     rows_stem: str = "results"  # the per-run table's files: <rows_stem>.{json,csv,md}
     label_order: tuple[str, ...] = ()  # the labels' order in tables, where it differs from the axes' order
     # a report of its own, called with out, opts, settings, records (the sweep's) and rows (the declared columns)
-    # instead of summary.* and report.md; what it returns joins the launcher's result
+    # instead of summary.* and report.md; what it returns is the experiment's result
     report: Callable[..., dict[str, Any]] | None = None
     aliases: tuple[str, ...] = ()  # former names of the experiment
 
@@ -198,8 +198,7 @@ def run_grid(exp: GridExperiment, out_dir: str | Path, given: dict[str, Any]) ->
     (out / "config.json").write_text(json.dumps({"options": opts, **settings.info}, indent=2, default=str) + "\n")
     write_rows(out, rows, exp.rows_stem)
     if exp.report is not None:
-        done = exp.report(out=out, opts=opts, settings=settings, records=records, rows=rows)
-        return {"rows": rows, **done}
+        return exp.report(out=out, opts=opts, settings=settings, records=records, rows=rows)
     summary = aggregate(records, list(exp.summary)) if exp.summary else []
     if summary:
         write_rows(out, summary, "summary")

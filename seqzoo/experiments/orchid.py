@@ -29,6 +29,7 @@ from ..sweep import RunSpec, as_bool, choose
 from . import register_experiment
 from ._runs import FN, as_ints, as_list, run_specs, write_rows
 from .data import require_data
+from .launcher import Axis, GridExperiment, Settings, register_grid
 from .orchid_models import vision_config
 
 MIXERS = ("orchid", "long_conv", "attention")
@@ -705,86 +706,79 @@ def _plot_ar_long(out: Path, rows: list[dict]) -> None:
 
 
 # -------------------------------------------------------------------- masked LM (Orchid-BERT)
-@register_experiment(
-    "orchid-mlm",
-    "Masked-LM pre-training of a small Orchid-BERT vs the same M2 model with a static long conv or attention",
-)
-def orchid_mlm(
-    out_dir: Path,
-    path: str = "",
-    test_path: str | None = None,
-    models="orchid,long_conv,attention",
-    seeds="0",
-    steps: int = 600,
-    batch_size: int = 32,
-    lr: float = 2e-3,
-    seq_len: int = 128,
-    mask_prob: float = 0.3,
-    d_model: int = 64,
-    n_layers: int = 2,
-    filter_width: int = 32,
-    eval_every: int = 100,
-    eval_samples: int = 512,
-    procs: int = 1,
-) -> dict[str, Any]:
+def _mlm_settings(opts: dict[str, Any]) -> Settings:
     """Byte-level MLM (30 % masking, M2's rate) on a local corpus: ``path`` is a text file or folder, default
     ``$SEQZOO_DATA/wikitext-2-raw``. Accuracy and loss are over the masked positions of held-out windows."""
-    path = str(require_data(path or None, "wikitext-2-raw", "path"))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    options = dict(
-        path=str(path),
-        test_path=test_path,
-        models=choose(as_list(models), set(MIXERS), "models"),
-        seeds=as_ints(seeds),
-        steps=int(steps),
-        batch_size=int(batch_size),
-        lr=float(lr),
-        seq_len=int(seq_len),
-        mask_prob=float(mask_prob),
-        d_model=int(d_model),
-        n_layers=int(n_layers),
-        filter_width=int(filter_width),
-        eval_every=int(eval_every),
-        eval_samples=int(eval_samples),
-    )
-    (out / "config.json").write_text(json.dumps({"experiment": "orchid-mlm", **options}, indent=2) + "\n")
+    path = str(require_data(opts["path"] or None, "wikitext-2-raw", "path"))
     task = {
         "name": "mlm",
-        "path": options["path"],
-        "seq_len": options["seq_len"],
-        "mask_prob": options["mask_prob"],
-        "test_path": test_path,
+        "path": path,
+        "seq_len": opts["seq_len"],
+        "mask_prob": opts["mask_prob"],
+        "test_path": opts["test_path"],
     }
     train = _train_settings(
-        steps,
-        batch_size,
-        lr,
-        eval_every,
-        eval_samples,
+        opts["steps"],
+        opts["batch_size"],
+        opts["lr"],
+        opts["eval_every"],
+        opts["eval_samples"],
         weight_decay=0.01,
-        warmup_steps=max(1, options["steps"] // 16),
+        warmup_steps=max(1, opts["steps"] // 16),
         min_lr_ratio=0.02,
         betas=[0.9, 0.98],
         eps=1e-6,
     )
-    args = {k: options[k] for k in ("d_model", "n_layers", "filter_width")}
-    specs = [
-        _spec({"model": m, "seed": s}, "mlm_model", {"mixer": m, **args}, task, train)
-        for s in options["seeds"]
-        for m in options["models"]
-    ]
-    rows = [{**r["labels"], **_result(r)} for r in run_specs(out, specs, int(procs))]
-    write_rows(out, rows)
-    _plot_curves(out / "mlm_curves.png", rows, f"byte MLM, T={options['seq_len']}", "masked-token accuracy (held out)")
-    summary = {
-        f"{r['model']}_s{r['seed']}": {
-            "valid_accuracy": r["valid_accuracy"],
-            "valid_loss": r["valid_loss"],
-            "params": r["params"],
-            "run": r["run"],
-        }
-        for r in rows
-    }
+    args = {k: opts[k] for k in ("d_model", "n_layers", "filter_width")}
+    builder = "seqzoo.experiments.orchid_models:mlm_model"
+    models = {m: {"model": {"builder": builder, "args": {"mixer": m, **args}}} for m in MIXERS}
+    return Settings(base={"task": task, "train": train}, points={"model": models}, info={"experiment": "orchid-mlm"})
+
+
+def _mlm_report(out: Path, opts: dict[str, Any], settings: Settings, records: list, rows: list) -> dict[str, Any]:
+    """Held-out masked-token accuracy curves and summary.json (accuracy, loss, size and run of each model and seed)."""
+    _plot_curves(out / "mlm_curves.png", rows, f"byte MLM, T={opts['seq_len']}", "masked-token accuracy (held out)")
+    keep = ("valid_accuracy", "valid_loss", "params", "run")
+    summary = {f"{r['model']}_s{r['seed']}": {k: r[k] for k in keep} for r in rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+ORCHID_MLM = register_grid(
+    GridExperiment(
+        name="orchid-mlm",
+        description="Masked-LM pre-training of a small Orchid-BERT vs the same M2 model with a static long conv or "
+        "attention",
+        options={
+            "path": "",
+            "test_path": None,
+            "models": ",".join(MIXERS),
+            "seeds": "0",
+            "steps": 600,
+            "batch_size": 32,
+            "lr": 2e-3,
+            "seq_len": 128,
+            "mask_prob": 0.3,
+            "d_model": 64,
+            "n_layers": 2,
+            "filter_width": 32,
+            "eval_every": 100,
+            "eval_samples": 512,
+            "procs": 1,
+        },
+        axes=(Axis("seed", "seeds", int), Axis("model", "models", str, MIXERS)),
+        settings=_mlm_settings,
+        columns=(
+            ("model", "labels.model"),
+            ("seed", "labels.seed"),
+            ("params", "metrics.params"),
+            ("valid_accuracy", "metrics.valid_accuracy"),
+            ("valid_loss", "metrics.valid_loss"),
+            ("time_s", "metrics.train_s"),
+            ("curve", lambda run: [(p[0], p[2]) for p in run["metrics"]["valid_curve"]]),
+            ("run", "key"),
+        ),
+        label_order=("model", "seed"),
+        report=_mlm_report,
+    )
+)
