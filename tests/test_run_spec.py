@@ -71,6 +71,12 @@ PINNED_GRIDS = {
     "griffin-copying": (dict(steps=20, seeds="0"), 6, "17ee7814bbbd8bf3"),
     "xlstm-formal": (dict(steps=20, seeds="0"), 10, "40e64bbb030882b2"),
     "zoo": (dict(progress=False), 56, "7db357ec5241ce7a"),
+    "orchid-images": (
+        dict(models="orchid,attention", seeds="0,1", steps=2, d_model=16, n_layers=1),
+        4,
+        "11fcf62ca40aba97",
+    ),
+    "orchid-mlm": (dict(path="corpus.txt", seeds="0,1", steps=7), 6, "91eb1d5a998bd94a"),  # a corpus in the folder
 }
 
 
@@ -120,7 +126,11 @@ def _digest(obj) -> str:
 
 @pytest.mark.parametrize("name", sorted(PINNED_GRIDS))
 def test_experiments_build_the_run_configurations_they_built_before(name, monkeypatch, tmp_path):
+    if name == "orchid-images":
+        pytest.importorskip("sklearn")  # its digits
     monkeypatch.delenv("SEQZOO_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)  # a relative corpus path: the same run configuration wherever the test runs
+    (tmp_path / "corpus.txt").write_text("to be or not to be, that is the question. " * 300)
     options, count, digest = PINNED_GRIDS[name]
     specs = _grid_of(name, options, monkeypatch, tmp_path)
     assert all(isinstance(s, RunSpec) for s in specs)
