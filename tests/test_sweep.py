@@ -37,7 +37,7 @@ def tiny_config(seed=0, steps=3, num_pairs=2):
 
 def spec(**kw):
     cfg = tiny_config(**kw)
-    return RunSpec(FN, cfg, {"model": "attention", "num_pairs": cfg["task"]["num_pairs"], "seed": cfg["seed"]})
+    return RunSpec.of(FN, cfg, {"model": "attention", "num_pairs": cfg["task"]["num_pairs"], "seed": cfg["seed"]})
 
 
 def _leaves(d, prefix=()):
@@ -60,11 +60,11 @@ def test_same_config_same_key_and_every_field_changes_it():
         node[path[-1]] = (
             value + 1 if isinstance(value, (int, float)) else [*value, "x"] if isinstance(value, list) else f"{value}x"
         )
-        keys.add(RunSpec(FN, cfg).key())
+        keys.add(RunSpec.of(FN, cfg).key())
     assert len(keys) == 1 + len(list(_leaves(a.config)))  # every changed field gave a new, distinct key
-    assert RunSpec(FN, a.config).key(code="0.1.0+aaaa") != RunSpec(FN, a.config).key(code="0.1.0+bbbb")
-    assert RunSpec("other.module:fn", a.config).key(code="v") != a.key(code="v")
-    assert RunSpec(FN, a.config, {"model": "renamed"}).key() == a.key()  # labels are display only
+    assert RunSpec.of(FN, a.config).key(code="0.1.0+aaaa") != RunSpec.of(FN, a.config).key(code="0.1.0+bbbb")
+    assert RunSpec.of("other.module:fn", a.config).key(code="v") != a.key(code="v")
+    assert RunSpec.of(FN, a.config, {"model": "renamed"}).key() == a.key()  # labels are display only
 
 
 def test_rerun_unchanged_trains_nothing_and_a_changed_setting_trains_only_that_run(tmp_path):
@@ -119,7 +119,7 @@ def save_then_die(*args, **kwargs):
     real(*args, **kwargs)
 loop.save_checkpoint = save_then_die
 fn, config, labels = json.loads(sys.argv[1])
-run_sweep([RunSpec(fn, config, labels)], sys.argv[2], log=lambda *_: None)
+run_sweep([RunSpec.of(fn, config, labels)], sys.argv[2], log=lambda *_: None)
 """
 
 
@@ -142,7 +142,7 @@ def test_a_killed_run_without_a_checkpoint_interval_resumes_from_the_default_one
 def test_a_failing_run_is_recorded_and_retried(tmp_path):
     bad = tiny_config()
     bad["task"]["num_pairs"] = 100  # more pairs than fit in seq_len: the task refuses it
-    recs = run_sweep([RunSpec(FN, bad, {"model": "x"})], tmp_path, log=lambda *_: None)
+    recs = run_sweep([RunSpec.of(FN, bad, {"model": "x"})], tmp_path, log=lambda *_: None)
     assert recs[0]["status"] == "error" and not (tmp_path / "runs" / recs[0]["key"] / "done.json").exists()
     assert (tmp_path / "runs" / recs[0]["key"] / "error.txt").is_file()
 
@@ -168,7 +168,10 @@ def test_one_configuration_in_two_groups_runs_once_and_counts_once_in_each(tmp_p
     """The zoo's rmt_mqar reference is the MQAR probe's attention run: one run, reported under both probes
     (it was reported once, under the first probe's labels, merged there as two seeds of identical numbers)."""
     cfg = tiny_config(seed=0, steps=2)
-    specs = [RunSpec(FN, cfg, {"probe": "a", "seed": 0}), RunSpec(FN, copy.deepcopy(cfg), {"probe": "b", "seed": 0})]
+    specs = [
+        RunSpec.of(FN, cfg, {"probe": "a", "seed": 0}),
+        RunSpec.of(FN, copy.deepcopy(cfg), {"probe": "b", "seed": 0}),
+    ]
     records = run_sweep(specs, tmp_path, log=lambda *_: None)
     assert records[0]["key"] == records[1]["key"] and len(list((tmp_path / "runs").iterdir())) == 1
     assert [r["labels"]["probe"] for r in records] == ["a", "b"]
@@ -278,7 +281,7 @@ def test_a_runs_key_follows_the_content_of_the_files_its_task_reads(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.txt").write_text("to be or not to be " * 50)
-    text = RunSpec(FN, {"seed": 0, "task": {"name": "text", "path": str(corpus), "seq_len": 8}})
+    text = RunSpec.of(FN, {"seed": 0, "task": {"name": "text", "path": str(corpus), "seq_len": 8}})
     recall = spec(seed=0)
     before = (text.key("v"), recall.key("v"))
     (corpus / "a.txt").write_text("that is the question " * 50)

@@ -20,7 +20,7 @@ def fake_run(config, run_dir):
 
 def make_sweep(out):
     specs = [
-        RunSpec(
+        RunSpec.of(
             "test_zoo_accuracy_curves:fake_run", {"acc": acc}, {"probe": probe, "setting": "-", "model": m, "seed": s}
         )
         for probe, m, s, acc in [

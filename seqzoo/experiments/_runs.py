@@ -11,11 +11,27 @@ from ..sweep import RunSpec, run_sweep, write_tables
 from ..sweep.options import as_list
 
 FN = "seqzoo.sweep.train_run:train_run"
-__all__ = ["as_ints", "as_list", "run_specs", "train_runs", "write_rows"]
+__all__ = ["adamw_budget", "as_ints", "as_list", "run_specs", "train_runs", "write_rows"]
 
 
 def as_ints(v: Any) -> list[int]:
     return as_list(v, int)
+
+
+def adamw_budget(opts: dict[str, Any]) -> dict[str, Any]:
+    """The training settings of the families' MQAR comparisons from their options: AdamW with weight decay 0.1,
+    a warm-up of a tenth of the steps, fp32 on the CPU."""
+    return {
+        "steps": int(opts["steps"]),
+        "batch_size": int(opts["batch_size"]),
+        "lr": float(opts["lr"]),
+        "warmup_steps": int(opts["steps"]) // 10,
+        "eval_every": int(opts["eval_every"]),
+        "eval_samples": int(opts["eval_samples"]),
+        "device": "cpu",
+        "precision": "fp32",
+        "weight_decay": 0.1,
+    }
 
 
 def write_rows(out: Path, rows: list[dict[str, Any]], stem: str = "results") -> None:
@@ -29,7 +45,7 @@ def train_runs(
     """``runs``: (labels with ``seed``, model entry of sweep/train_run.py) pairs, all on ``task`` with ``train``;
     returns the sweep records in order. A failed run raises (an experiment table with a hole would mislead)."""
     specs = [
-        RunSpec(
+        RunSpec.of(
             FN,
             {
                 "seed": int(labels["seed"]),

@@ -11,14 +11,11 @@
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Any
 
 from ..plots import plot_lines
-from ..sweep import RunSpec, choose
-from . import register_experiment
-from ._runs import as_ints, as_list, run_specs
+from .launcher import Axis, GridExperiment, Settings, register_grid
 
 VARIANTS = {  # name -> GateLoop mixer kwargs
     "data": {"transition": "data"},
@@ -109,120 +106,50 @@ def _plot(rows: list[dict], path: Path, title: str) -> None:
     )
 
 
-@register_experiment(
-    "gateloop-memory-horizon",
-    "GateLoop ablation: data-controlled vs fixed transitions on Memory Horizon, accuracy vs span",
-)
-def memory_horizon(
-    out_dir: Path,
-    variants="data,fixed_zeros,fixed_lru",
-    seeds="0",
-    seq_len: int = 256,
-    n_resets: int = 3,
-    train_size: int = 2000,
-    test_size: int = 500,
-    steps: int = 3000,
-    batch_size: int = 32,
-    lr: float = 2.5e-3,
-    warmup_steps: int = 300,
-    weight_decay: float = 0.05,
-    eval_every: int = 500,
-    eval_samples: int = 128,
-    span_bin: int = 10,
-    procs: int = 1,
-    device: str = "auto",
-) -> dict[str, Any]:
-    """Runs go through the sweep runner (one folder per configuration hash under ``runs/``; ``procs`` processes)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    variants, seeds = choose(as_list(variants), set(VARIANTS), "variants"), as_ints(seeds)
+def _settings(opts: dict[str, Any]) -> Settings:
+    """The Memory Horizon task, the paper's training protocol (AdamW betas 0.9/0.98, cosine to 0, clip 1) and the
+    ``gateloop-mh`` model with each variant's transition (``mh_model``)."""
     task = {
         "name": "memory_horizon",
-        "seq_len": int(seq_len),
-        "n_resets": int(n_resets),
-        "train_size": int(train_size),
-        "test_size": int(test_size),
+        "seq_len": opts["seq_len"],
+        "n_resets": opts["n_resets"],
+        "train_size": opts["train_size"],
+        "test_size": opts["test_size"],
     }
     train = {
-        "steps": int(steps),
-        "batch_size": int(batch_size),
-        "lr": float(lr),
-        "warmup_steps": int(warmup_steps),
+        "steps": opts["steps"],
+        "batch_size": opts["batch_size"],
+        "lr": opts["lr"],
+        "warmup_steps": opts["warmup_steps"],
         "min_lr_ratio": 0.0,
-        "weight_decay": float(weight_decay),
+        "weight_decay": opts["weight_decay"],
         "betas": [0.9, 0.98],
         "grad_clip": 1.0,
-        "eval_every": int(eval_every),
-        "eval_samples": int(eval_samples),
+        "eval_every": opts["eval_every"],
+        "eval_samples": opts["eval_samples"],
         "eval_batch_size": 64,
-        "device": device,
+        "device": opts["device"],
         "precision": "fp32",
     }
-    (out / "config.json").write_text(
-        json.dumps(
-            {"variants": variants, "seeds": seeds, "task": task, "train": train, "span_bin": int(span_bin)}, indent=2
-        )
-        + "\n"
+    models = {
+        v: {"model": {"builder": "seqzoo.experiments.gateloop:mh_model", "args": {"variant": v}}} for v in VARIANTS
+    }
+    info = {"task": task, "train": train, "span_bin": opts["span_bin"]}
+    return Settings(
+        base={"task": task, "train": train, "span_bin": opts["span_bin"]}, points={"variant": models}, info=info
     )
-    specs = [
-        RunSpec(
-            "seqzoo.experiments.gateloop:mh_run",
-            {
-                "seed": s,
-                "model": {"builder": "seqzoo.experiments.gateloop:mh_model", "args": {"variant": v}},
-                "task": task,
-                "train": train,
-                "span_bin": int(span_bin),
-            },
-            {"variant": v, "seed": s},
-        )
-        for s in seeds
-        for v in variants
-    ]
-    rows = []
-    for r in run_specs(out, specs, int(procs)):
-        m = r["metrics"]
-        rows.append(
-            {
-                **r["labels"],
-                "seq_len": task["seq_len"],
-                **{k: train[k] for k in ("steps", "batch_size", "lr")},
-                "test_accuracy": m["test_accuracy"],
-                "valid_accuracy": m["valid_accuracy"],
-                "valid_loss": m["valid_loss"],
-                "train_seconds": m["train_s"],
-                "span_accuracy": m["span_accuracy"],
-                "mean_mag_at_reset": m["mean_mag_at_reset"],
-                "mean_mag_elsewhere": m["mean_mag_elsewhere"],
-                "params": m["params"],
-                "run": r["key"],
-            }
-        )
-    (out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def _report(out: Path, opts: dict[str, Any], settings: Settings, records: list, rows: list) -> dict[str, Any]:
+    """results.csv (magnitudes per layer as one cell), span_accuracy.csv (a row per span bin) and the figure."""
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(
-            [
-                "variant",
-                "seed",
-                "test_accuracy",
-                "valid_accuracy",
-                "train_seconds",
-                "mean_mag_at_reset",
-                "mean_mag_elsewhere",
-            ]
-        )
+        w.writerow(["variant", "seed", "test_accuracy", "valid_accuracy", "train_seconds"]
+                   + ["mean_mag_at_reset", "mean_mag_elsewhere"])  # fmt: skip
         for r in rows:
             w.writerow(
-                [
-                    r["variant"],
-                    r["seed"],
-                    f"{r['test_accuracy']:.4f}",
-                    r["valid_accuracy"],
-                    r["train_seconds"],
-                    " ".join(f"{m:.3f}" for m in r["mean_mag_at_reset"]),
-                    " ".join(f"{m:.3f}" for m in r["mean_mag_elsewhere"]),
-                ]
+                [r["variant"], r["seed"], f"{r['test_accuracy']:.4f}", r["valid_accuracy"], r["train_seconds"]]
+                + [" ".join(f"{m:.3f}" for m in r[k]) for k in ("mean_mag_at_reset", "mean_mag_elsewhere")]
             )
     with open(out / "span_accuracy.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -230,5 +157,47 @@ def memory_horizon(
         for r in rows:
             for b, a, n in r["span_accuracy"]:
                 w.writerow([r["variant"], r["seed"], b, f"{a:.4f}", n])
-    _plot(rows, out / "span_accuracy.png", f"Memory Horizon, L={seq_len}, {steps} steps (paper Fig. 7)")
+    title = f"Memory Horizon, L={opts['seq_len']}, {opts['steps']} steps (paper Fig. 7)"
+    _plot(rows, out / "span_accuracy.png", title)
     return {"results": [{k: r[k] for k in ("variant", "seed", "test_accuracy")} for r in rows]}
+
+
+MEMORY_HORIZON = register_grid(
+    GridExperiment(
+        name="gateloop-memory-horizon",
+        description="GateLoop ablation: data-controlled vs fixed transitions on Memory Horizon, accuracy vs span",
+        options={
+            "variants": "data,fixed_zeros,fixed_lru",
+            "seeds": "0",
+            "seq_len": 256,
+            "n_resets": 3,
+            "train_size": 2000,
+            "test_size": 500,
+            "steps": 3000,
+            "batch_size": 32,
+            "lr": 2.5e-3,
+            "warmup_steps": 300,
+            "weight_decay": 0.05,
+            "eval_every": 500,
+            "eval_samples": 128,
+            "span_bin": 10,
+            "procs": 1,
+            "device": "auto",
+        },
+        axes=(Axis("seed", "seeds", int), Axis("variant", "variants", str, tuple(VARIANTS))),
+        settings=_settings,
+        columns=(
+            ("variant", "labels.variant"),
+            ("seed", "labels.seed"),
+            ("seq_len", "config.task.seq_len"),
+            *((k, f"config.train.{k}") for k in ("steps", "batch_size", "lr")),
+            *((k, f"metrics.{k}") for k in ("test_accuracy", "valid_accuracy", "valid_loss")),
+            ("train_seconds", "metrics.train_s"),
+            *((k, f"metrics.{k}") for k in ("span_accuracy", "mean_mag_at_reset", "mean_mag_elsewhere", "params")),
+            ("run", "key"),
+        ),
+        fn="seqzoo.experiments.gateloop:mh_run",
+        label_order=("variant", "seed"),
+        report=_report,
+    )
+)

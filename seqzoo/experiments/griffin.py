@@ -18,8 +18,10 @@ from typing import Any
 
 from ..sweep import choose
 from . import register_experiment
-from ._runs import as_ints, as_list, train_runs, write_rows
+from ._mqar import mqar_comparison
+from ._runs import adamw_budget, as_ints, as_list, train_runs, write_rows
 from .data import TEXT, require_data
+from .launcher import Settings, register_grid
 
 KINDS = ("hawk", "griffin", "mqa")
 
@@ -79,81 +81,41 @@ def _plot(
     plt.close(fig)
 
 
-@register_experiment(
-    "griffin-mqar", "Hawk vs Griffin vs MQA Transformer (equal size) on multi-query associative recall"
-)
-def griffin_mqar(
-    out_dir: Path,
-    models: str = "hawk,griffin,mqa",
-    d_model: int = 64,
-    n_layers: int = 3,
-    window: int = 16,
-    vocab_size: int = 64,
-    num_pairs: int = 8,
-    seq_len: int = 64,
-    steps: int = 400,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    eval_every: int = 100,
-    eval_samples: int = 256,
-    seeds: str = "0",
-    procs: int = 1,
-) -> dict[str, Any]:
+def _mqar_settings(opts: dict[str, Any]) -> Settings:
+    """The MQAR task, the equal-size model of each family asked for, AdamW budget (``adamw_budget``)."""
     from ..tasks import build_task
 
-    out = Path(out_dir)
-    kinds = choose(as_list(models), set(KINDS), "models")
-    task = {"name": "mqar", "vocab_size": int(vocab_size), "num_pairs": int(num_pairs), "seq_len": int(seq_len)}
-    t = build_task(**task)
-    configs = equal_size_configs(t.vocab_size, int(d_model), int(n_layers), window=int(window), kinds=kinds)
-    train = {
-        "steps": int(steps),
-        "batch_size": int(batch_size),
-        "lr": float(lr),
-        "warmup_steps": int(steps) // 10,
-        "eval_every": int(eval_every),
-        "eval_samples": int(eval_samples),
-        "device": "cpu",
-        "precision": "fp32",
-        "weight_decay": 0.1,
+    task = {
+        "name": "mqar",
+        "vocab_size": opts["vocab_size"],
+        "num_pairs": opts["num_pairs"],
+        "seq_len": opts["seq_len"],
     }
-    runs = [
-        ({"model": k, "seed": s}, {"type": "lm", "config": configs[k].to_dict()}) for k in kinds for s in as_ints(seeds)
-    ]
-    records = train_runs(out, runs, task, train, procs=int(procs))
-    rows = [
-        {
-            "model": r["labels"]["model"],
-            "seed": r["labels"]["seed"],
-            "params_non_emb": r["metrics"]["params_non_emb"],
-            "mlp_hidden": configs[r["labels"]["model"]].mlp_hidden,
-            "valid_accuracy": r["metrics"]["valid_accuracy"],
-            "valid_loss": r["metrics"]["valid_loss"],
-            "train_s": r["metrics"]["train_s"],
-            "run": r["key"],
-        }
-        for r in records
-    ]
-    curves = {
-        f"{r['labels']['model']} s{r['labels']['seed']}": (
-            [p[0] for p in r["metrics"]["valid_curve"]],
-            [p[2] for p in r["metrics"]["valid_curve"]],
-        )
-        for r in records
-    }
-    (out / "config.json").write_text(
-        json.dumps({"task": task, "models": {k: c.to_dict() for k, c in configs.items()}, "train": train}, indent=2)
-        + "\n"
+    kinds = choose(as_list(opts["models"]), set(KINDS), "models")
+    vocab = build_task(**task).vocab_size
+    configs = equal_size_configs(vocab, opts["d_model"], opts["n_layers"], window=opts["window"], kinds=kinds)
+    models = {k: {"model": {"type": "lm", "config": c.to_dict()}} for k, c in configs.items()}
+    train = adamw_budget(opts)
+    info = {"task": task, "models": {k: c.to_dict() for k, c in configs.items()}, "train": train}
+    return Settings(base={"task": task, "train": train}, points={"model": models}, info=info)
+
+
+GRIFFIN_MQAR = register_grid(
+    mqar_comparison(
+        "griffin-mqar",
+        "Hawk vs Griffin vs MQA Transformer (equal size) on multi-query associative recall",
+        {"models": "hawk,griffin,mqa", "d_model": 64, "n_layers": 3, "window": 16},
+        KINDS,
+        _mqar_settings,
+        (
+            ("model", "labels.model"),
+            ("seed", "labels.seed"),
+            ("params_non_emb", "metrics.params_non_emb"),
+            ("mlp_hidden", "config.model.config.mlp_hidden"),
+        ),
+        "MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}",
     )
-    write_rows(out, rows, "results")
-    _plot(
-        out / "mqar_accuracy.png",
-        curves,
-        "step",
-        "valid accuracy (queried positions)",
-        f"MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}",
-    )
-    return {"rows": rows}
+)
 
 
 @register_experiment(

@@ -29,6 +29,7 @@ from ..sweep import RunSpec, as_bool, choose
 from . import register_experiment
 from ._runs import FN, as_ints, as_list, run_specs, write_rows
 from .data import require_data
+from .launcher import Axis, GridExperiment, Settings, register_grid
 from .orchid_models import vision_config
 
 MIXERS = ("orchid", "long_conv", "attention")
@@ -59,7 +60,20 @@ def _train_settings(steps: int, batch_size: int, lr: float, eval_every: int, eva
 def _spec(labels: dict, builder: str, args: dict, task: dict, train: dict, eval: dict | None = None) -> RunSpec:
     model = {"builder": f"seqzoo.experiments.orchid_models:{builder}", "args": args}
     config = {"seed": int(labels["seed"]), "model": model, "task": task, "train": train}
-    return RunSpec(FN, {**config, "eval": eval} if eval else config, labels)
+    return RunSpec.of(FN, {**config, "eval": eval} if eval else config, labels)
+
+
+# the grid of the Orchid declarations, seeds outermost (the order of their runs and rows): mixer x seed
+ORCHID_AXES = (Axis("seed", "seeds", int), Axis("model", "models", str, MIXERS))
+# the columns of every Orchid table, as launcher sources (``_result`` for the experiments written as functions)
+ORCHID_COLUMNS = (
+    ("params", "metrics.params"),
+    ("valid_accuracy", "metrics.valid_accuracy"),
+    ("valid_loss", "metrics.valid_loss"),
+    ("time_s", "metrics.train_s"),
+    ("curve", lambda run: [(p[0], p[2]) for p in run["metrics"]["valid_curve"]]),
+    ("run", "key"),
+)
 
 
 def _result(record: dict) -> dict[str, Any]:
@@ -261,64 +275,37 @@ def matched_mlp_hidden(mixer: str, target: int, task, patch: int, d_model: int, 
     return max(4, h)
 
 
-@register_experiment("orchid-images", "8x8 digits (or Fashion-MNIST) ViT: Orchid vs static long conv vs attention")
-def orchid_images(
-    out_dir: Path,
-    task: str = "digits",
-    models="orchid,long_conv,attention",
-    seeds="0,1,2",
-    patch: int = 2,
-    steps: int = 600,
-    batch_size: int = 64,
-    lr: float = 2e-3,
-    eval_every: int = 100,
-    d_model: int = 64,
-    n_layers: int = 4,
-    procs: int = 1,
-) -> dict[str, Any]:
+def _images_settings(opts: dict[str, Any]) -> Settings:
+    """The image task split into patches, a ViT per mixer; the static long conv's and attention's MLP widened to the
+    Orchid model's parameter count (``matched_mlp_hidden``); the held-out test split scored after training."""
     from ..models.vision import VisionClassifier
     from ..tasks import build_task
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    models, seeds = choose(as_list(models), set(MIXERS), "models"), as_ints(seeds)
-    patch, d_model, n_layers = int(patch), int(d_model), int(n_layers)
-    t = build_task(task)
+    models = choose(as_list(opts["models"]), set(MIXERS), "models")
+    patch, d_model, n_layers = opts["patch"], opts["d_model"], opts["n_layers"]
+    t = build_task(opts["task"])
     target = VisionClassifier(vision_config("orchid", t, patch, d_model, n_layers)).num_parameters()
     hidden = {
         m: (None if m == "orchid" else matched_mlp_hidden(m, target, t, patch, d_model, n_layers)) for m in models
     }
-    options = dict(
-        task=task,
-        models=models,
-        seeds=seeds,
-        patch=patch,
-        steps=int(steps),
-        batch_size=int(batch_size),
-        lr=float(lr),
-        eval_every=int(eval_every),
-        d_model=d_model,
-        n_layers=n_layers,
-        mlp_hidden=hidden,
+    train = _train_settings(
+        opts["steps"], opts["batch_size"], opts["lr"], opts["eval_every"], t.split_size("valid"), weight_decay=0.05
     )
-    (out / "config.json").write_text(json.dumps({"experiment": "orchid-images", **options}, indent=2) + "\n")
-    train = _train_settings(steps, batch_size, lr, eval_every, t.split_size("valid"), weight_decay=0.05)
-    specs = [
-        _spec(
-            {"model": m, "task": task, "patch": patch, "seed": s, "steps": int(steps), "mlp_hidden": hidden[m]},
-            "vision_model",
-            {"mixer": m, "patch": patch, "d_model": d_model, "n_layers": n_layers, "mlp_hidden": hidden[m]},
-            {"name": task},
-            train,
-            eval={"test": True},  # valid (carved from training images) is what training reports; test is apart
-        )
-        for s in seeds
-        for m in models
-    ]
-    rows = [{**r["labels"], **_result(r)} for r in run_specs(out, specs, int(procs))]
-    write_rows(out, rows)
+    shape = {"patch": patch, "d_model": d_model, "n_layers": n_layers}
+    builder = "seqzoo.experiments.orchid_models:vision_model"
+    points = {
+        m: {"model": {"builder": builder, "args": {"mixer": m, **shape, "mlp_hidden": hidden[m]}}} for m in models
+    }
+    # valid (carved from training images) is what training reports; test is apart
+    base = {"task": {"name": opts["task"]}, "train": train, "eval": {"test": True}}
+    return Settings(base=base, points={"model": points}, info={"experiment": "orchid-images", "mlp_hidden": hidden})
+
+
+def _images_report(out: Path, opts: dict[str, Any], settings: Settings, records: list, rows: list) -> dict[str, Any]:
+    """summary.json per model on the test split (valid, what training watched, beside it), Orchid minus the static
+    long conv, and the accuracy curves."""
     summary: dict[str, Any] = {}
-    for m in models:  # the summary is on the test split; valid (what training watched) is kept beside it
+    for m in dict.fromkeys(r["model"] for r in rows):
         accs = [r["test_accuracy"] for r in rows if r["model"] == m]
         valid = [r["valid_accuracy"] for r in rows if r["model"] == m]
         summary[m] = {
@@ -332,6 +319,42 @@ def orchid_images(
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     _plot_images(out, rows)
     return summary
+
+
+ORCHID_IMAGES = register_grid(
+    GridExperiment(
+        name="orchid-images",
+        description="8x8 digits (or Fashion-MNIST) ViT: Orchid vs static long conv vs attention",
+        options={
+            "task": "digits",
+            "models": ",".join(MIXERS),
+            "seeds": "0,1,2",
+            "patch": 2,
+            "steps": 600,
+            "batch_size": 64,
+            "lr": 2e-3,
+            "eval_every": 100,
+            "d_model": 64,
+            "n_layers": 4,
+            "procs": 1,
+        },
+        axes=ORCHID_AXES,
+        settings=_images_settings,
+        columns=(
+            ("model", "labels.model"),
+            ("task", "options.task"),
+            ("patch", "options.patch"),
+            ("seed", "labels.seed"),
+            ("steps", "options.steps"),
+            ("mlp_hidden", "config.model.args.mlp_hidden"),
+            *ORCHID_COLUMNS,
+            ("test_accuracy", "metrics.test_accuracy"),
+            ("test_loss", "metrics.test_loss"),
+        ),
+        label_order=("model", "seed"),
+        report=_images_report,
+    )
+)
 
 
 def _plot_images(out: Path, rows: list[dict]) -> None:
@@ -705,86 +728,74 @@ def _plot_ar_long(out: Path, rows: list[dict]) -> None:
 
 
 # -------------------------------------------------------------------- masked LM (Orchid-BERT)
-@register_experiment(
-    "orchid-mlm",
-    "Masked-LM pre-training of a small Orchid-BERT vs the same M2 model with a static long conv or attention",
-)
-def orchid_mlm(
-    out_dir: Path,
-    path: str = "",
-    test_path: str | None = None,
-    models="orchid,long_conv,attention",
-    seeds="0",
-    steps: int = 600,
-    batch_size: int = 32,
-    lr: float = 2e-3,
-    seq_len: int = 128,
-    mask_prob: float = 0.3,
-    d_model: int = 64,
-    n_layers: int = 2,
-    filter_width: int = 32,
-    eval_every: int = 100,
-    eval_samples: int = 512,
-    procs: int = 1,
-) -> dict[str, Any]:
+def _mlm_settings(opts: dict[str, Any]) -> Settings:
     """Byte-level MLM (30 % masking, M2's rate) on a local corpus: ``path`` is a text file or folder, default
     ``$SEQZOO_DATA/wikitext-2-raw``. Accuracy and loss are over the masked positions of held-out windows."""
-    path = str(require_data(path or None, "wikitext-2-raw", "path"))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    options = dict(
-        path=str(path),
-        test_path=test_path,
-        models=choose(as_list(models), set(MIXERS), "models"),
-        seeds=as_ints(seeds),
-        steps=int(steps),
-        batch_size=int(batch_size),
-        lr=float(lr),
-        seq_len=int(seq_len),
-        mask_prob=float(mask_prob),
-        d_model=int(d_model),
-        n_layers=int(n_layers),
-        filter_width=int(filter_width),
-        eval_every=int(eval_every),
-        eval_samples=int(eval_samples),
-    )
-    (out / "config.json").write_text(json.dumps({"experiment": "orchid-mlm", **options}, indent=2) + "\n")
+    path = str(require_data(opts["path"] or None, "wikitext-2-raw", "path"))
     task = {
         "name": "mlm",
-        "path": options["path"],
-        "seq_len": options["seq_len"],
-        "mask_prob": options["mask_prob"],
-        "test_path": test_path,
+        "path": path,
+        "seq_len": opts["seq_len"],
+        "mask_prob": opts["mask_prob"],
+        "test_path": opts["test_path"],
     }
     train = _train_settings(
-        steps,
-        batch_size,
-        lr,
-        eval_every,
-        eval_samples,
+        opts["steps"],
+        opts["batch_size"],
+        opts["lr"],
+        opts["eval_every"],
+        opts["eval_samples"],
         weight_decay=0.01,
-        warmup_steps=max(1, options["steps"] // 16),
+        warmup_steps=max(1, opts["steps"] // 16),
         min_lr_ratio=0.02,
         betas=[0.9, 0.98],
         eps=1e-6,
     )
-    args = {k: options[k] for k in ("d_model", "n_layers", "filter_width")}
-    specs = [
-        _spec({"model": m, "seed": s}, "mlm_model", {"mixer": m, **args}, task, train)
-        for s in options["seeds"]
-        for m in options["models"]
-    ]
-    rows = [{**r["labels"], **_result(r)} for r in run_specs(out, specs, int(procs))]
-    write_rows(out, rows)
-    _plot_curves(out / "mlm_curves.png", rows, f"byte MLM, T={options['seq_len']}", "masked-token accuracy (held out)")
-    summary = {
-        f"{r['model']}_s{r['seed']}": {
-            "valid_accuracy": r["valid_accuracy"],
-            "valid_loss": r["valid_loss"],
-            "params": r["params"],
-            "run": r["run"],
-        }
-        for r in rows
-    }
+    args = {k: opts[k] for k in ("d_model", "n_layers", "filter_width")}
+    builder = "seqzoo.experiments.orchid_models:mlm_model"
+    models = {m: {"model": {"builder": builder, "args": {"mixer": m, **args}}} for m in MIXERS}
+    return Settings(base={"task": task, "train": train}, points={"model": models}, info={"experiment": "orchid-mlm"})
+
+
+def _mlm_report(out: Path, opts: dict[str, Any], settings: Settings, records: list, rows: list) -> dict[str, Any]:
+    """Held-out masked-token accuracy curves and summary.json (accuracy, loss, size and run of each model and seed)."""
+    _plot_curves(out / "mlm_curves.png", rows, f"byte MLM, T={opts['seq_len']}", "masked-token accuracy (held out)")
+    keep = ("valid_accuracy", "valid_loss", "params", "run")
+    summary = {f"{r['model']}_s{r['seed']}": {k: r[k] for k in keep} for r in rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+ORCHID_MLM = register_grid(
+    GridExperiment(
+        name="orchid-mlm",
+        description="Masked-LM pre-training of a small Orchid-BERT vs the same M2 model with a static long conv or "
+        "attention",
+        options={
+            "path": "",
+            "test_path": None,
+            "models": ",".join(MIXERS),
+            "seeds": "0",
+            "steps": 600,
+            "batch_size": 32,
+            "lr": 2e-3,
+            "seq_len": 128,
+            "mask_prob": 0.3,
+            "d_model": 64,
+            "n_layers": 2,
+            "filter_width": 32,
+            "eval_every": 100,
+            "eval_samples": 512,
+            "procs": 1,
+        },
+        axes=ORCHID_AXES,
+        settings=_mlm_settings,
+        columns=(
+            ("model", "labels.model"),
+            ("seed", "labels.seed"),
+            *ORCHID_COLUMNS,
+        ),
+        label_order=("model", "seed"),
+        report=_mlm_report,
+    )
+)

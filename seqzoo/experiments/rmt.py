@@ -30,6 +30,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from ..sweep import RunSpec, choose
 from . import register_experiment
 from ._runs import as_ints, as_list, run_specs, write_rows
 from .data import ENV, find_data
+from .launcher import Axis, GridExperiment, Settings, register_grid
 
 RUN = "seqzoo.experiments.rmt:rmt_run"
 
@@ -157,96 +159,92 @@ def _task_config(task: str, n_segments: int, segment_size: int, head: str, token
     return cfg
 
 
-@register_experiment(
-    "rmt-memory", "RMT on a bAbI memory task with and without memory tokens (E1/E2)", aliases=("rmt_memory",)
-)
-def rmt_memory(
-    out_dir: Path,
-    task: str = "memorize",
-    n_segments: int = 3,
-    segment_size: int = 16,
-    mem_sizes: str = "4,0",
-    steps: int = 300,
-    batch_size: int = 32,
-    lr: float = 1e-3,
-    eval_samples: int = 500,
-    seeds: str = "0",
-    procs: int = 1,
-    data_dir: str | None = None,
-    head: str = "class",
-    tokenizer: str = "gpt2",
-    cache_dir: str | None = None,
-) -> dict:
+def _memory_settings(opts: dict[str, Any]) -> Settings:
     """``head="class"``: encoder RMT (rmt-tiny) with a 6-way head; ``head="generate"``: causal read/write RMT
-    (rmt-tiny-decoder) generating the answer, scored by exact match of the answer tokens and eos."""
-    from ..plots import plot_lines
+    (rmt-tiny-decoder) generating the answer, scored by exact match of the answer tokens and eos. Naive training
+    (every segment from the start), evaluated at the training length."""
     from ..train.curriculum import Curriculum
 
-    head = choose([head], {"class", "generate"}, "head")[0]
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    head = choose([opts["head"]], {"class", "generate"}, "head")[0]
     backbone = "rmt-tiny" if head == "class" else "rmt-tiny-decoder"
-    task_cfg = _task_config(task, n_segments, segment_size, head, tokenizer, data_dir, cache_dir)
+    n, steps = opts["n_segments"], opts["steps"]
+    task_cfg = _task_config(
+        opts["task"], n, opts["segment_size"], head, opts["tokenizer"], opts["data_dir"], opts["cache_dir"]
+    )
     base = {
         "task": task_cfg,
-        "curriculum": asdict(Curriculum.naive(int(n_segments), int(steps))),
-        "optim": {"lr": float(lr), "batch_size": int(batch_size), "warmup_steps": min(100, int(steps) // 5)},
-        "eval_every": max(50, int(steps) // 4),
+        "curriculum": asdict(Curriculum.naive(n, steps)),
+        "optim": {"lr": opts["lr"], "batch_size": opts["batch_size"], "warmup_steps": min(100, steps // 5)},
+        "eval_every": max(50, steps // 4),
         "valid_samples": 200,
-        "eval": {"segments": [int(n_segments)], "samples": int(eval_samples)},
+        "eval": {"segments": [n], "samples": opts["eval_samples"]},
     }
-    mems, seeds = as_ints(mem_sizes), as_ints(seeds)
-    (out / "config.json").write_text(json.dumps({**base, "mem_sizes": mems, "seeds": seeds}, indent=2) + "\n")
-    specs = [
-        RunSpec(
-            RUN,
-            {
-                **base,
-                "seed": s,
-                "model": {"preset": backbone, "num_mem_tokens": m, **({"pool": "cls"} if head == "class" else {})},
-            },
-            {"num_mem_tokens": m, "seed": s},
-        )
-        for s in seeds
-        for m in mems
-    ]
-    rows = []
-    for r in run_specs(out, specs, int(procs)):
-        met = r["metrics"]
-        _, acc, loss, ceiling = met["by_segments"][0]
-        rows.append(
-            {
-                "task": task,
-                "head": head,
-                "n_segments": int(n_segments),
-                "segment_size": int(segment_size),
-                **r["labels"],
-                "steps": met["steps"],
-                "test_accuracy": acc,
-                "test_loss": loss,
-                "no_memory_ceiling": ceiling,
-                "chance": round(1 / 6, 4),
-                "train_time_s": met["train_s"],
-                "run": r["key"],
-            }
-        )
-    write_rows(out, rows)
+    pool = {"pool": "cls"} if head == "class" else {}
+    mems = {m: {"model": {"preset": backbone, "num_mem_tokens": m, **pool}} for m in as_ints(opts["mem_sizes"])}
+    info = {**base, "mem_sizes": list(mems), "seeds": as_ints(opts["seeds"])}
+    return Settings(base=base, points={"num_mem_tokens": mems}, info=info, shared={"backbone": backbone})
+
+
+def _memory_report(out: Path, opts: dict[str, Any], settings: Settings, records: list, rows: list) -> dict[str, Any]:
+    """Accuracy against the number of memory tokens, one line per seed, beside the no-memory ceiling."""
+    from ..plots import plot_lines
+
+    seeds = sorted({r["seed"] for r in rows})
     series = {
-        f"seed {s}": (
-            [r["num_mem_tokens"] for r in rows if r["seed"] == s],
-            [r["test_accuracy"] for r in rows if r["seed"] == s],
-        )
+        f"seed {s}": ([r["num_mem_tokens"] for r in rows if r["seed"] == s], [r["test_accuracy"] for r in rows if r["seed"] == s])
         for s in seeds
-    }
+    }  # fmt: skip
     series["no-memory ceiling"] = ([r["num_mem_tokens"] for r in rows], [r["no_memory_ceiling"] for r in rows])
-    plot_lines(
-        series,
-        out / "accuracy.png",
-        xlabel="memory tokens m",
-        ylabel="test accuracy",
-        title=f"RMT {task} ({backbone}), N={n_segments}, L={segment_size}",
-    )
+    title = f"RMT {opts['task']} ({settings.shared['backbone']}), N={opts['n_segments']}, L={opts['segment_size']}"
+    plot_lines(series, out / "accuracy.png", xlabel="memory tokens m", ylabel="test accuracy", title=title)
     return {"results": rows}
+
+
+def _at_train_length(i: int) -> Callable[[dict[str, Any]], Any]:
+    """Column ``i`` of the run's first ``by_segments`` row [segments, accuracy, loss, no-memory ceiling]."""
+    return lambda run: run["metrics"]["by_segments"][0][i]
+
+
+RMT_MEMORY = register_grid(
+    GridExperiment(
+        name="rmt-memory",
+        description="RMT on a bAbI memory task with and without memory tokens (E1/E2)",
+        options={
+            "task": "memorize",
+            "n_segments": 3,
+            "segment_size": 16,
+            "mem_sizes": "4,0",
+            "steps": 300,
+            "batch_size": 32,
+            "lr": 1e-3,
+            "eval_samples": 500,
+            "seeds": "0",
+            "procs": 1,
+            "data_dir": None,
+            "head": "class",
+            "tokenizer": "gpt2",
+            "cache_dir": None,
+        },
+        axes=(Axis("seed", "seeds", int), Axis("num_mem_tokens", "mem_sizes", int)),
+        settings=_memory_settings,
+        columns=(
+            *((k, f"options.{k}") for k in ("task", "head", "n_segments", "segment_size")),
+            ("num_mem_tokens", "labels.num_mem_tokens"),
+            ("seed", "labels.seed"),
+            ("steps", "metrics.steps"),
+            ("test_accuracy", _at_train_length(1)),
+            ("test_loss", _at_train_length(2)),
+            ("no_memory_ceiling", _at_train_length(3)),
+            ("chance", lambda run: round(1 / 6, 4)),
+            ("train_time_s", "metrics.train_s"),
+            ("run", "key"),
+        ),
+        fn=RUN,
+        label_order=("num_mem_tokens", "seed"),
+        report=_memory_report,
+        aliases=("rmt_memory",),
+    )
+)
 
 
 @register_experiment(
@@ -311,7 +309,7 @@ def rmt_curriculum(
             pretrain_lr,
             0.15,
         )
-        pre = run_specs(out, [RunSpec(PRETRAIN_FN, pre_cfg, {"run": "pretrain"})])[0]
+        pre = run_specs(out, [RunSpec.of(PRETRAIN_FN, pre_cfg, {"run": "pretrain"})])[0]
         model["pretrained"] = pre["key"]
         (out / "pretrain.json").write_text(
             json.dumps({"key": pre["key"], **{k: v for k, v in pre["metrics"].items() if k != "curve"}}, indent=2)
@@ -344,7 +342,7 @@ def rmt_curriculum(
     (out / "config.json").write_text(
         json.dumps({**base, "arms": {m: arm(m) for m in methods}, "seeds": seeds}, indent=2) + "\n"
     )
-    specs = [RunSpec(RUN, {**base, **arm(m), "seed": s}, {"method": m, "seed": s}) for s in seeds for m in methods]
+    specs = [RunSpec.of(RUN, {**base, **arm(m), "seed": s}, {"method": m, "seed": s}) for s in seeds for m in methods]
     rows = []
     for r in run_specs(out, specs, int(procs)):
         met = r["metrics"]

@@ -18,8 +18,10 @@ from typing import Any
 from ..plots import plot_lines
 from ..sweep import as_bool, choose
 from . import register_experiment
-from ._runs import as_ints, as_list, train_runs, write_rows
+from ._mqar import mqar_comparison
+from ._runs import adamw_budget, as_ints, as_list, train_runs, write_rows
 from .data import TEXT, require_data
+from .launcher import Settings, register_grid
 
 KINDS = ("xlstm10", "xlstm71", "attention")
 LABELS = {"xlstm10": "xLSTM[1:0]", "xlstm71": "xLSTM[7:1]", "attention": "Transformer (RoPE)"}
@@ -83,80 +85,50 @@ def equal_size_configs(
     return {k: cfgs[k] for k in kinds}
 
 
-def _train(kind: str, seq_len: int, steps: int, batch_size: int, lr: float, eval_every: int, eval_samples: int):
-    return {
-        "steps": int(steps),
-        "batch_size": int(batch_size),
-        "lr": float(lr),
-        "warmup_steps": int(steps) // 10,
-        "eval_every": int(eval_every),
-        "eval_samples": int(eval_samples),
-        "device": "cpu",
-        "precision": "fp32",
-        "weight_decay": 0.1,
-    }
+def _train(steps: int, batch_size: int, lr: float, eval_every: int, eval_samples: int) -> dict[str, Any]:
+    opts = {"steps": steps, "batch_size": batch_size, "lr": lr, "eval_every": eval_every, "eval_samples": eval_samples}
+    return adamw_budget(opts)
 
 
 def _model(cfg, kind: str) -> dict:
     return {"type": "lm", "config": cfg.to_dict(), "init": "xlstm" if kind.startswith("xlstm") else None}
 
 
-@register_experiment("xlstm-mqar", "xLSTM[1:0] and xLSTM[7:1] vs an equal-size RoPE Transformer on MQAR")
-def xlstm_mqar(
-    out_dir: Path,
-    models: str = "xlstm10,xlstm71,attention",
-    d_model: int = 64,
-    n_layers: int = 8,
-    vocab_size: int = 64,
-    num_pairs: int = 8,
-    seq_len: int = 64,
-    steps: int = 400,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    eval_every: int = 100,
-    eval_samples: int = 512,
-    seeds: str = "0",
-    procs: int = 1,
-) -> dict[str, Any]:
+def _mqar_settings(opts: dict[str, Any]) -> Settings:
+    """The MQAR task, the equal-size model of each kind asked for (xLSTM init for the xLSTMs), AdamW budget."""
     from ..tasks import build_task
 
-    out = Path(out_dir)
-    kinds = choose(as_list(models), set(KINDS), "models")
-    task = {"name": "mqar", "vocab_size": int(vocab_size), "num_pairs": int(num_pairs), "seq_len": int(seq_len)}
-    configs = equal_size_configs(build_task(**task).vocab_size, int(d_model), int(n_layers), kinds=kinds)
-    train = _train("mqar", seq_len, steps, batch_size, lr, eval_every, eval_samples)
-    runs = [({"model": k, "seed": s}, _model(configs[k], k)) for k in kinds for s in as_ints(seeds)]
-    records = train_runs(out, runs, task, train, procs=int(procs))
-    rows, curves = [], {}
-    for r in records:
-        kind, m = r["labels"]["model"], r["metrics"]
-        label = f"{LABELS.get(kind, kind)} s{r['labels']['seed']}"
-        rows.append(
-            {
-                "model": LABELS.get(kind, kind),
-                "kind": kind,
-                "seed": r["labels"]["seed"],
-                "params_non_emb": m["params_non_emb"],
-                "valid_accuracy": m["valid_accuracy"],
-                "valid_loss": m["valid_loss"],
-                "train_s": m["train_s"],
-                "run": r["key"],
-            }
-        )
-        curves[label] = ([p[0] for p in m["valid_curve"]], [p[2] for p in m["valid_curve"]])
-    (out / "config.json").write_text(
-        json.dumps({"task": task, "models": {k: c.to_dict() for k, c in configs.items()}, "train": train}, indent=2)
-        + "\n"
+    task = {
+        "name": "mqar",
+        "vocab_size": opts["vocab_size"],
+        "num_pairs": opts["num_pairs"],
+        "seq_len": opts["seq_len"],
+    }
+    kinds = choose(as_list(opts["models"]), set(KINDS), "models")
+    configs = equal_size_configs(build_task(**task).vocab_size, opts["d_model"], opts["n_layers"], kinds=kinds)
+    train = adamw_budget(opts)
+    info = {"task": task, "models": {k: c.to_dict() for k, c in configs.items()}, "train": train}
+    models = {k: {"model": _model(c, k)} for k, c in configs.items()}
+    return Settings(base={"task": task, "train": train}, points={"model": models}, info=info)
+
+
+XLSTM_MQAR = register_grid(
+    mqar_comparison(
+        "xlstm-mqar",
+        "xLSTM[1:0] and xLSTM[7:1] vs an equal-size RoPE Transformer on MQAR",
+        {"models": "xlstm10,xlstm71,attention", "d_model": 64, "n_layers": 8, "eval_samples": 512},
+        KINDS,
+        _mqar_settings,
+        (
+            ("model", "shown.model"),
+            ("kind", "labels.model"),
+            ("seed", "labels.seed"),
+            ("params_non_emb", "metrics.params_non_emb"),
+        ),
+        "MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}, D={d_model}, {n_layers} blocks",
+        shown={"model": LABELS},
     )
-    write_rows(out, rows, "results")
-    _plot(
-        out / "mqar_accuracy.png",
-        curves,
-        "step",
-        "valid accuracy (queried positions)",
-        f"MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}, D={d_model}, {n_layers} blocks",
-    )
-    return {"rows": rows}
+)
 
 
 @register_experiment("xlstm-extrapolation", "xLSTM vs RoPE Transformer: train at 256 bytes, evaluate at 256..4096")
@@ -185,7 +157,7 @@ def xlstm_extrapolation(
     task = {"name": "text", "path": str(corpus), "seq_len": int(seq_len), "tokenizer": "byte"}
     configs = equal_size_configs(build_task(**task).vocab_size, int(d_model), int(n_layers), kinds=kinds)
     lengths = as_ints(eval_lengths)
-    train = _train("text", seq_len, steps, batch_size, lr, 0, 64)
+    train = _train(steps, batch_size, lr, 0, 64)
     ev = {"lengths": lengths, "tokens": int(eval_tokens), "bins": int(bins)}
     runs = [({"model": k, "seed": s}, _model(configs[k], k)) for k in kinds for s in as_ints(seeds)]
     records = train_runs(out, runs, task, train, procs=int(procs), eval=ev)

@@ -138,7 +138,7 @@ def probe_specs(
                         **({"eval": p.eval} if p.eval else {}),
                     }
                     labels = {"probe": p.name, "setting": "-" if value is None else f"{p.axis}={value}", "model": m}
-                    specs.append(RunSpec(FN, cfg, {**labels, "seed": seed}))
+                    specs.append(RunSpec.of(FN, cfg, {**labels, "seed": seed}))
         probe_info.append({"probe": p, "train": train, "task": p.task})
     return specs, skipped, probe_info
 

@@ -13,10 +13,12 @@ column (``zoology_mqar_run.py``) instead of stopping the sweep.
 The LM head runs at the query positions only (``TrainConfig.scored_logits``): a 64-token sample has 4 to 16 scored
 positions, so the 8,192-way head costs that many rows instead of 64.
 
-Written under ``--out``: ``runs/<key>/`` (one per model, setting, width, rate and seed: keyed by the whole
-configuration, skipped when done, resumed when cut), ``all_runs.*`` (every run), ``by_lr.*`` (seeds merged per
-rate), ``results.*`` (the best rate per cell, with the recurrent state size), ``report.md`` (the table of
-docs/calibration.md filled in), plots of accuracy against ``d_model`` and against the state size per (T, pairs).
+A declaration for the experiment launcher (``launcher.py``): the options, the grid (T × pairs × model × d_model ×
+rate × seed) and a report function of its own. Written under ``--out``: ``runs/<key>/`` (one per model, setting,
+width, rate and seed: keyed by the whole configuration, skipped when done, resumed when cut), ``all_runs.*`` (every
+run), ``by_lr.*`` (seeds merged per rate), ``results.*`` (the best rate per cell, with the recurrent state size),
+``report.md`` (the table of docs/calibration.md filled in), plots of accuracy against ``d_model`` and against the
+state size per (T, pairs).
 
 State size: the real numbers held in the states a model returns after reading one sequence of length T (batch 1),
 all layers together (a complex element counts two; position counters none): attention's key/value cache, the
@@ -25,15 +27,14 @@ recurrences' matrix or vector states, their short-conv and local-attention cache
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..sweep import RunSpec, aggregate, choose
+from ..sweep import aggregate
 from ..sweep.merge import markdown_table, spread
-from . import register_experiment
-from ._runs import as_ints, as_list, run_specs, write_rows
+from ._runs import as_ints, as_list, write_rows
+from .launcher import Axis, GridExperiment, Settings, register_grid
 from .zoology_mqar_run import FN
 
 FAMILIES = ("attention", "mlstm", "xlstm", "gateloop", "hawk", "griffin")
@@ -122,124 +123,136 @@ def _plots(out: Path, rows: list[dict[str, Any]], settings: list[tuple[int, int]
     return names
 
 
-@register_experiment("zoology-mqar", "Zoology Fig. 2 protocol on MQAR: accuracy vs d_model and state size, best lr")
-def zoology_mqar(
-    out_dir: Path,
-    models: str = ",".join(FAMILIES),
-    seq_lens: str = "64,128",
-    num_pairs: str = "4,8,16",
-    d_models: str = "64,128,256",
-    lrs: str = ZOOLOGY_LRS,
-    seeds: str = "0,1",
-    vocab_size: int = 8192,
-    n_layers: int = 2,
-    steps: int = 2000,
-    batch_size: int = 64,
-    eval_samples: int = 1000,
-    eval_every: int = 500,
-    power_a: float = 0.01,
-    random_filler: bool = False,
-    procs: int = 1,
-) -> dict[str, Any]:
-    """Every option is part of each run's key; ``--set steps=...`` etc. (docs/calibration.md)."""
-    from ..sweep import as_bool
+def _settings(opts: dict[str, Any]) -> Settings:
+    """Zoology's task at each (T, pairs) cell (checked by building it: Zoology's asserts), the zoo's model of each
+    family at each width, the AdamW budget at each rate; cells with 4·pairs > T are left out."""
     from ..tasks import build_task
     from .zoo_models import model_spec
 
-    out = Path(out_dir)
-    kinds = choose(as_list(models), set(FAMILIES), "models")
-    settings = cells(as_ints(seq_lens), as_ints(num_pairs))
-    filler = as_bool(random_filler, "random_filler")
+    settings = cells(as_ints(opts["seq_lens"]), as_ints(opts["num_pairs"]))
+    if not settings:
+        raise InputError(
+            f"seq_lens x num_pairs: no setting with 4*num_pairs <= seq_len in {opts['seq_lens']} x {opts['num_pairs']}"
+        )
     tasks = {
         (T, P): {
             "name": "mqar",
             "protocol": "zoology",
-            "vocab_size": int(vocab_size),
+            "vocab_size": opts["vocab_size"],
             "num_pairs": P,
             "seq_len": T,
-            "power_a": float(power_a),
-            "random_filler": filler,
+            "power_a": opts["power_a"],
+            "random_filler": opts["random_filler"],
         }
         for T, P in settings
     }
-    if not settings:
-        raise InputError(f"seq_lens x num_pairs: no setting with 4*num_pairs <= seq_len in {seq_lens} x {num_pairs}")
     for task in tasks.values():  # Zoology's asserts, before anything is trained or written
         build_task(**task)
-    widths, rates, seed_list = as_ints(d_models), as_list(lrs, float), as_ints(seeds)
     train = {
-        "steps": int(steps),
-        "batch_size": int(batch_size),
-        "warmup_steps": int(steps) // 10,
-        "eval_every": int(eval_every),
-        "eval_samples": int(eval_samples),
+        "steps": opts["steps"],
+        "batch_size": opts["batch_size"],
+        "warmup_steps": opts["steps"] // 10,
+        "eval_every": opts["eval_every"],
+        "eval_samples": opts["eval_samples"],
         "device": "cpu",
         "precision": "fp32",
         "weight_decay": 0.1,
         "scored_logits": True,
     }
-    specs = [
-        RunSpec(
-            FN,
-            {
-                "seed": s,
-                "model": model_spec(m, int(vocab_size), d, int(n_layers), T),
-                "task": tasks[(T, P)],
-                "train": {**train, "lr": lr},
-            },
-            {"model": m, "seq_len": T, "num_pairs": P, "d_model": d, "lr": lr, "seed": s},
-        )
-        for T, P in settings
-        for m in kinds
-        for d in widths
-        for lr in rates
-        for s in seed_list
-    ]
-    records = run_specs(out, specs, int(procs))
-    task_at = {T: tasks[(T, P)] for T, P in reversed(settings)}  # the state does not depend on the pairs
+
+    def point(labels: dict[str, Any]) -> dict[str, Any] | None:
+        cell = (labels["seq_len"], labels["num_pairs"])
+        if cell not in tasks:
+            return None
+        model = model_spec(labels["model"], opts["vocab_size"], labels["d_model"], opts["n_layers"], cell[0])
+        return {"model": model, "task": tasks[cell], "train": {"lr": labels["lr"]}}
+
+    info = {
+        "tasks": [tasks[c] for c in settings],
+        "models": as_list(opts["models"]),
+        "d_models": as_ints(opts["d_models"]),
+        "lrs": as_list(opts["lrs"], float),
+        "seeds": as_ints(opts["seeds"]),
+        "n_layers": opts["n_layers"],
+        "train": train,
+    }
+    return Settings(base={"train": train}, point=point, info=info, shared={"cells": settings, "tasks": tasks})
+
+
+def _report(out: Path, opts: dict[str, Any], settings: Settings, records: list, rows: list) -> dict[str, Any]:
+    """by_lr.* (seeds merged per rate, diverged runs counted), results.* (the best rate per cell, with the state
+    size), the plots and report.md."""
+    from .zoo_models import model_spec
+
+    cells_run, tasks = settings.shared["cells"], settings.shared["tasks"]
+    kinds, widths = settings.info["models"], settings.info["d_models"]
+    task_at = {T: tasks[(T, P)] for T, P in reversed(cells_run)}  # the state does not depend on the pairs
+    n_layers, vocab = opts["n_layers"], opts["vocab_size"]
     sizes = {
-        (m, T, d): state_size(model_spec(m, int(vocab_size), d, int(n_layers), T), task)
+        (m, T, d): state_size(model_spec(m, vocab, d, n_layers, T), task)
         for m in kinds
         for T, task in task_at.items()
         for d in widths
     }
-    flat = [
-        {**r["labels"], **{k: r["metrics"].get(k) for k in ("valid_accuracy", "valid_loss", "params", "train_s")},
-         "diverged": bool(r["metrics"].get("diverged"))}
-        for r in records
-    ]  # fmt: skip
     by_lr = aggregate(records, ["valid_accuracy", "valid_loss", "train_s"])
     for row in by_lr:  # runs whose loss diverged (scored 0, zoology_mqar_run.py)
         row["diverged"] = sum(
             1 for r in records if r["metrics"].get("diverged") and _same_cell(r["labels"], row, with_lr=True)
         )
-    rows = best_rows(by_lr)
-    for r in rows:
+    best = best_rows(by_lr)
+    for r in best:
         r["state_size"] = sizes[(r["model"], r["seq_len"], r["d_model"])]
-    write_rows(out, flat, "all_runs")
     write_rows(out, by_lr, "by_lr")
-    write_rows(out, rows, "results")
-    plots = _plots(out, rows, settings)
+    write_rows(out, best, "results")
+    plots = _plots(out, best, cells_run)
+    table = report_table(best, cells_run)
     (out / "report.md").write_text(
         "# zoology-mqar: best-rate MQAR accuracy, mean (min–max) over seeds\n\n"
-        f"V = {vocab_size}, {n_layers} layers, {steps} steps of {batch_size}, rates {', '.join(map(str, rates))}, "
-        f"seeds {', '.join(map(str, seed_list))}, accuracy on {eval_samples} held-out samples.\n\n"
-        + report_table(rows, settings)
-        + "\n"
+        f"V = {vocab}, {n_layers} layers, {opts['steps']} steps of {opts['batch_size']}, "
+        f"rates {', '.join(map(str, settings.info['lrs']))}, seeds {', '.join(map(str, settings.info['seeds']))}, "
+        f"accuracy on {opts['eval_samples']} held-out samples.\n\n" + table + "\n"
     )
-    (out / "config.json").write_text(
-        json.dumps(
-            {
-                "tasks": [tasks[c] for c in settings],
-                "models": kinds,
-                "d_models": widths,
-                "lrs": rates,
-                "seeds": seed_list,
-                "n_layers": int(n_layers),
-                "train": train,
-            },
-            indent=2,
-        )
-        + "\n"
+    return {"rows": best, "plots": plots, "table": table}
+
+
+ZOOLOGY_MQAR = register_grid(
+    GridExperiment(
+        name="zoology-mqar",
+        description="Zoology Fig. 2 protocol on MQAR: accuracy vs d_model and state size, best lr",
+        options={  # every option is part of each run's key; --set steps=... etc. (docs/calibration.md)
+            "models": ",".join(FAMILIES),
+            "seq_lens": "64,128",
+            "num_pairs": "4,8,16",
+            "d_models": "64,128,256",
+            "lrs": ZOOLOGY_LRS,
+            "seeds": "0,1",
+            "vocab_size": 8192,
+            "n_layers": 2,
+            "steps": 2000,
+            "batch_size": 64,
+            "eval_samples": 1000,
+            "eval_every": 500,
+            "power_a": 0.01,
+            "random_filler": False,
+            "procs": 1,
+        },
+        axes=(
+            Axis("seq_len", "seq_lens", int),
+            Axis("num_pairs", "num_pairs", int),
+            Axis("model", "models", str, FAMILIES),
+            Axis("d_model", "d_models", int),
+            Axis("lr", "lrs", float),
+            Axis("seed", "seeds", int),
+        ),
+        settings=_settings,
+        columns=(
+            *((label, f"labels.{label}") for label in ("model", "seq_len", "num_pairs", "d_model", "lr", "seed")),
+            *((name, f"metrics.{name}") for name in ("valid_accuracy", "valid_loss", "params", "train_s")),
+            ("diverged", lambda run: bool(run["metrics"].get("diverged"))),
+        ),
+        fn=FN,
+        rows_stem="all_runs",
+        label_order=("model", "seq_len", "num_pairs", "d_model", "lr", "seed"),
+        report=_report,
     )
-    return {"rows": rows, "plots": plots}
+)

@@ -1,7 +1,8 @@
 """The sweep runner under every experiment and the zoo: a grid of (model × task setting × seed) runs.
 
-* ``grid.py``: :class:`RunSpec` (run function, resolved config, labels), the run key (hash of config and code
-  version), ``product`` of axes;
+* ``grid.py``: ``product`` of axes; :class:`RunSpec` is the one run schema of ``train/spec.py`` (run function,
+  model / task / train / seed / eval sections, labels) and its key (hash of config and code version) comes from
+  ``train/run_key.py``;
 * ``runner.py``: :func:`run_sweep` (one folder per key under ``<root>/runs``; done runs skipped, cut runs resumed,
   ``procs`` processes pinned to one thread each);
 * ``train_run.py``: the standard run (seed, build, train, evaluate);

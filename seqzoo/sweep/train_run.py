@@ -3,8 +3,9 @@
 ``config`` (every key is part of the run hash):
 
 * ``seed``: seeds python / numpy / torch *before the model is built*, and the trainer (``train.seed``);
-* ``model``: ``{"type": "lm" | "encoder", "config": ModelConfig dict, "init": None | "xlstm"}`` or
-  ``{"builder": "module:function", "args": {...}}`` (``function(task, **args)`` returns the model);
+* ``model``: ``{"type": "lm" | "encoder", "config": ModelConfig dict, "init": None | "xlstm"}``,
+  ``{"builder": "module:function", "args": {...}}`` (``function(task, **args)`` returns the model) or a preset
+  (``train/spec.py: build_model``, the same as ``seqzoo train``);
 * ``task``: ``{"name": ..., **task arguments}`` (``seqzoo.tasks.build_task``);
 * ``train``: ``TrainConfig`` fields (``out_dir`` / ``progress`` / ``resume`` are set here, and ``ckpt_every`` where
   the config leaves it unset: ``default_ckpt_every``);
@@ -25,7 +26,6 @@ Returned metrics: ``params``, ``params_non_emb``, ``valid_loss``, ``valid_accura
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from pathlib import Path
@@ -36,24 +36,11 @@ from .runner import seed_everything
 
 def build(config: dict[str, Any]):
     """(model, task) of a run configuration; the RNGs are seeded from ``config["seed"]`` before the model."""
-    from ..models.base import MODEL_TYPES
-    from ..models.config import ModelConfig
-    from ..tasks import build_task
+    from ..train.spec import build_model, build_run_task
 
-    task_args = dict(config["task"])
-    task = build_task(task_args.pop("name"), **task_args)
+    task = build_run_task(config["task"])
     seed_everything(int(config["seed"]))
-    spec = config["model"]
-    if "builder" in spec:
-        mod, name = spec["builder"].split(":")
-        model = getattr(importlib.import_module(mod), name)(task, **spec.get("args", {}))
-    else:
-        model = MODEL_TYPES[spec.get("type", "lm")](ModelConfig.from_dict(spec["config"]))
-        if spec.get("init") == "xlstm":
-            from ..models.presets.xlstm import xlstm_init_
-
-            xlstm_init_(model)
-    return model, task
+    return build_model(config["model"], task), task
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
