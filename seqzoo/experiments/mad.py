@@ -121,6 +121,39 @@ def task_settings(label: str, which: str, overrides: dict[str, Any]) -> list[tup
     return list(unique.values())
 
 
+def model_entry(kind: str, task, d_model: int, n_layers: int, attention_heads: int) -> dict[str, Any]:
+    """The run's ``model`` entry: the zoo model ``kind`` for ``task``, inside the autoencoder for compression."""
+    from .zoo_models import model_spec
+
+    spec = model_spec(kind, task.vocab_size, d_model, n_layers, task.seq_len, attention_heads)
+    if getattr(task, "needs_autoencoder", False):
+        return {"builder": "seqzoo.experiments.mad_models:compression_autoencoder", "args": {"encoder": spec}}
+    return spec
+
+
+def train_config(
+    task, lr: float, wd: float, epochs: int, batch_size: int, min_lr: float, test_samples: int, device: str
+) -> dict[str, Any]:
+    """MAD's optimisation for one grid point: AdamW (torch's betas, no clipping), cosine from ``lr`` to ``min_lr``
+    without warm-up over ``epochs`` passes of the fixed training set (the trainer's epoch: ``train_size //
+    batch_size`` batches), one evaluation at the end."""
+    per_epoch = max(1, (task.train_size or batch_size) // batch_size)
+    return {
+        "steps": epochs * per_epoch,
+        "batch_size": batch_size,
+        "lr": lr,
+        "weight_decay": wd,
+        "warmup_steps": 0,
+        "min_lr_ratio": min_lr / lr,
+        "betas": [0.9, 0.999],
+        "grad_clip": None,
+        "eval_every": 0,
+        "eval_samples": test_samples,
+        "device": device,
+        "precision": "fp32",
+    }
+
+
 def best_rows(by_grid: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (model, task, setting): the grid point with the best mean accuracy (ties: smaller rate, then decay)."""
     best: dict[tuple, dict[str, Any]] = {}
@@ -188,7 +221,6 @@ def mad(
 ) -> dict[str, Any]:
     """Every option is part of each run's key; docs/mad.md."""
     from ..tasks import build_task
-    from .zoo_models import model_spec
 
     out = Path(out_dir)
     kinds = choose(as_list(models), set(MODELS), "models")
@@ -213,37 +245,23 @@ def mad(
             args = dict(task)
             built[(label, setting)] = build_task(args.pop("name"), **args)
 
-    def model_entry(kind: str, task) -> dict[str, Any]:
-        spec = model_spec(kind, task.vocab_size, int(d_model), int(n_layers), task.seq_len, int(attention_heads))
-        if getattr(task, "needs_autoencoder", False):
-            return {"builder": "seqzoo.experiments.mad_models:compression_autoencoder", "args": {"encoder": spec}}
-        return spec
-
-    def train_config(task, lr: float, wd: float) -> dict[str, Any]:
-        per_epoch = max(1, (task.train_size or int(batch_size)) // int(batch_size))  # the trainer's epoch
-        return {
-            "steps": int(epochs) * per_epoch,
-            "batch_size": int(batch_size),
-            "lr": lr,
-            "weight_decay": wd,
-            "warmup_steps": 0,
-            "min_lr_ratio": float(min_lr) / lr,
-            "betas": [0.9, 0.999],
-            "grad_clip": None,
-            "eval_every": 0,
-            "eval_samples": int(test_samples),
-            "device": device,
-            "precision": "fp32",
-        }
-
     specs = [
         RunSpec(
             FN,
             {
                 "seed": s,
-                "model": model_entry(m, built[(label, setting)]),
+                "model": model_entry(m, built[(label, setting)], int(d_model), int(n_layers), int(attention_heads)),
                 "task": task,
-                "train": train_config(built[(label, setting)], lr, wd),
+                "train": train_config(
+                    built[(label, setting)],
+                    lr,
+                    wd,
+                    int(epochs),
+                    int(batch_size),
+                    float(min_lr),
+                    int(test_samples),
+                    device,
+                ),
             },
             {"model": m, "task": label, "setting": setting, "lr": lr, "weight_decay": wd, "seed": s},
         )
