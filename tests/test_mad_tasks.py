@@ -181,6 +181,25 @@ def test_fuzzy_recall_matches_the_reference(split):
         assert (y[:, -1] != IGNORE_INDEX).all()
 
 
+def unanswerable(x: torch.Tensor, y: torch.Tensor, key_size: int = 3) -> float:
+    """Fraction of test rows whose final query's key (the ``key_size`` tokens before its value) appears nowhere
+    earlier in the row: mad-lab's probe pair was never inserted."""
+    missing = 0
+    for row, tg in zip(x.tolist(), y.tolist()):
+        n_value = next(i for i, t in enumerate(reversed(tg)) if t == IGNORE_INDEX)
+        end = len(row) - (n_value - 1)  # inputs stop one token before the end of the value
+        key, body = row[end - key_size : end], row[: end - key_size]
+        missing += not any(body[i : i + key_size] == key for i in range(len(body) - key_size + 1))
+    return missing / len(x)
+
+
+def test_fuzzy_recall_keeps_mads_uninserted_probes():
+    x, y = build_task("mad-fuzzy-recall").build(4000, 0, "valid")
+    rx, ry = reference(ref_fuzzy, 4000, seed=0, V=16, T=128)
+    ours, ref = unanswerable(x, y), unanswerable(rx, ry)
+    assert 0.005 < ours < 0.05 and abs(ours - ref) < 0.015, (ours, ref)
+
+
 # ------------------------------------------------------------------ selective copying
 def test_selective_copy_matches_the_reference():
     V, T, n_copy = 16, 64, 8
