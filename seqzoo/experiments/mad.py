@@ -1,4 +1,4 @@
-"""``seqzoo experiment mad``: the MAD protocol (Poli et al., arXiv:2403.17844, §3 and App. B; mad-lab's
+"""``seqzoo experiment mad``: the MAD protocol (Poli et al., arXiv:2403.17844; mad-lab's
 ``benchmark.py`` and task configurations) over the zoo's models.
 
 For each task (``tasks/mad/``) MAD trains at its baseline setting and at every change of one variable away from it

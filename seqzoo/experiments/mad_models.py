@@ -1,4 +1,4 @@
-"""The model builder of MAD's compression task (Poli et al., arXiv:2403.17844, App. B.1; mad-lab's ``AutoEncoder``
+"""The model builder of MAD's compression task (Poli et al., arXiv:2403.17844; mad-lab's ``AutoEncoder``
 backbone): a run configuration names it as ``{"builder": "seqzoo.experiments.mad_models:compression_autoencoder",
 "args": {"encoder": <zoo model entry>}}``. Kept apart from ``mad.py`` because a run key hashes its builder's file:
 editing the experiment's tables does not retrain a run.

@@ -1,5 +1,5 @@
 """The MAD synthetic task suite (Poli et al., "Mechanistic Design and Scaling of Hybrid Architectures",
-arXiv:2403.17844, §3 and App. B), with the settings of its benchmark configurations as defaults.
+arXiv:2403.17844), with the settings of its benchmark configurations as defaults.
 
 Six tasks, each registered in ``TASKS``: ``mad-recall`` (in-context recall), ``mad-noisy-recall``,
 ``mad-fuzzy-recall``, ``mad-selective-copy``, ``mad-compression`` and ``mad-memorization``. MAD trains every task on

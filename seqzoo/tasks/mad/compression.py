@@ -1,4 +1,4 @@
-"""MAD's compression (Poli et al., arXiv:2403.17844, App. B.1; mad-lab's ``compression``).
+"""MAD's compression (Poli et al., arXiv:2403.17844; mad-lab's ``compression``).
 
 Vocabulary ``V``: ``seq_len - 1`` tokens uniform over ``[0, V-1)`` followed by the compression token ``V-1``; the
 target at every position is the input token there, all ``seq_len`` positions scored. MAD trains this task with an

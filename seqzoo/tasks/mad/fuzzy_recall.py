@@ -1,4 +1,4 @@
-"""MAD's fuzzy in-context recall (Poli et al., arXiv:2403.17844, App. B.1; mad-lab's ``fuzzy-in-context-recall``
+"""MAD's fuzzy in-context recall (Poli et al., arXiv:2403.17844; mad-lab's ``fuzzy-in-context-recall``
 with ``multi_query=True``, the benchmark's setting): keys and values are runs of 1 to ``k_motif_size`` /
 ``v_motif_size`` adjacent tokens.
 

@@ -1,4 +1,4 @@
-"""MAD's memorization (Poli et al., arXiv:2403.17844, App. B.1; mad-lab's ``memorization``).
+"""MAD's memorization (Poli et al., arXiv:2403.17844; mad-lab's ``memorization``).
 
 Vocabulary ``V``: the insert token ``V-1``; of the other ``s = V-1`` tokens, keys are ``[0, s/2)`` and values
 ``[s/2, s)``. One fixed key -> value map for the whole task, drawn from ``map_seed`` (MAD draws it from its config

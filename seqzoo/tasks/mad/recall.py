@@ -1,4 +1,4 @@
-"""MAD's multi-query in-context recall and noisy in-context recall (Poli et al., arXiv:2403.17844, App. B.1;
+"""MAD's multi-query in-context recall and noisy in-context recall (Poli et al., arXiv:2403.17844;
 mad-lab's ``in-context-recall`` / ``noisy-in-context-recall`` with ``multi_query=True``, the benchmark's setting).
 
 Vocabulary ``V`` split as: keys ``[0, s/2)``, values ``[s/2, s)`` with ``s = V - noise_vocab_size``, noise tokens
@@ -76,7 +76,7 @@ def recall_batch(
 
 @register_task("mad-noisy-recall")
 class MadNoisyRecall(Task):
-    """MAD's noisy in-context recall (module docstring); defaults: its benchmark baseline."""
+    """MAD's noisy in-context recall: key-value pairs among noise-token slots; defaults: its benchmark baseline."""
 
     def __init__(
         self,
@@ -107,7 +107,7 @@ class MadNoisyRecall(Task):
 
 @register_task("mad-recall")
 class MadRecall(MadNoisyRecall):
-    """MAD's in-context recall: the noisy task without noise; defaults: its benchmark baseline (V 16, T 128)."""
+    """MAD's multi-query in-context recall: key-value pairs, repeated keys recalled; defaults: its benchmark baseline."""
 
     def __init__(self, vocab_size: int = 16, seq_len: int = 128, train_size: int | None = 12_800):
         super().__init__(vocab_size, seq_len, 0, 0.0, train_size)

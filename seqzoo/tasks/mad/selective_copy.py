@@ -1,4 +1,4 @@
-"""MAD's selective copying (Poli et al., arXiv:2403.17844, App. B.1; mad-lab's ``selective-copying``).
+"""MAD's selective copying (Poli et al., arXiv:2403.17844; mad-lab's ``selective-copying``).
 
 Vocabulary ``V``: tokens to copy from ``[0, V-2)``, the blank ``V-2``, the copy token ``V-1``. A row of
 ``seq_len = T`` tokens holds ``N = num_tokens_to_copy`` tokens (uniform, with repetition) with ``B = T - 2N - 1``
