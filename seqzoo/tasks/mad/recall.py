@@ -57,10 +57,13 @@ def recall_batch(
     values = assigned.gather(1, keys)
     noise_tokens = torch.randint(s, max(vocab_size, s + 1), (n, slots, 2), generator=g)
     pair = ~noise
-    # a pair's key was presented before when an earlier pair slot holds the same key
-    onehot = torch.nn.functional.one_hot(keys, n_keys) * pair[..., None]
-    seen_before = (onehot.cumsum(1) - onehot).gather(2, keys[..., None])[..., 0] > 0
-    presented = onehot.sum(1) > 0  # (n, n_keys)
+    # a pair's key was presented before when its first pair slot is an earlier one (noise slots never count);
+    # the first slot per (row, key) keeps memory at n * (slots + keys), not n * slots * keys
+    slot = torch.arange(slots).expand(n, slots)
+    first = torch.full((n, n_keys), slots, dtype=torch.long)
+    first.scatter_reduce_(1, keys, torch.where(pair, slot, slots), reduce="amin")
+    seen_before = pair & (slot > first.gather(1, keys))
+    presented = first < slots  # (n, n_keys)
     probe = torch.rand(n, n_keys, generator=g).masked_fill(~presented, -1.0).argmax(1)  # uniform presented key
     seq = torch.empty(n, seq_len, dtype=torch.long)
     seq[:, 0 : 2 * slots : 2] = torch.where(pair, keys, noise_tokens[..., 0])
