@@ -170,3 +170,15 @@ def outputs_and_grads(fn, args):
     loss = (y * gy).sum() + (S.real * 0.3 - S.imag * 0.7).sum()
     wrt = [t for t in leaves if t is not None]
     return y, S, torch.autograd.grad(loss, wrt)
+
+
+def assert_same_distribution(a: torch.Tensor, b: torch.Tensor, bins: int, what: str, sigmas: float = 5.0):
+    """Integer samples ``a`` and ``b`` (values in ``[0, bins)``) from one distribution: per-bin frequencies of the
+    two samples agree within ``sigmas`` standard errors of their difference."""
+    pa = torch.bincount(a.flatten(), minlength=bins).double() / a.numel()
+    pb = torch.bincount(b.flatten(), minlength=bins).double() / b.numel()
+    p = (pa * a.numel() + pb * b.numel()) / (a.numel() + b.numel())
+    se = (p * (1 - p) * (1 / a.numel() + 1 / b.numel())).sqrt()
+    z = (pa - pb).abs() / se.clamp_min(1e-12)
+    worst = int(z.argmax())
+    assert float(z.max()) < sigmas, f"{what}: bin {worst}: {float(pa[worst]):.4f} vs {float(pb[worst]):.4f}"

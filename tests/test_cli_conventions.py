@@ -197,7 +197,7 @@ def test_verbose_shows_which_implementation_ran_and_the_default_does_not(tmp_pat
 
 
 def test_sweep_bar_counts_every_run_and_found_runs_as_done(tmp_path, capsys):
-    specs = [RunSpec("test_cli_conventions:square", {"x": x}, {"x": x}) for x in (1, 2, 3, 2)]  # one duplicate
+    specs = [RunSpec.of("test_cli_conventions:square", {"x": x}, {"x": x}) for x in (1, 2, 3, 2)]  # one duplicate
     run_sweep(specs[:1], tmp_path, log=lambda *_: None, code="v", progress=True)
     capsys.readouterr()
     run_sweep(specs, tmp_path, log=lambda *_: None, code="v", progress=True)

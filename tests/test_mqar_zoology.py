@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import torch
+from helpers import assert_same_distribution
 
 from seqzoo.errors import InputError
 from seqzoo.tasks import IGNORE_INDEX, build_task
@@ -57,17 +58,6 @@ def gaps_of(inputs: torch.Tensor, targets: torch.Tensor, P: int) -> torch.Tensor
             i = inputs[r, 0 : 2 * P : 2].tolist().index(int(inputs[r, pos]))
             out[r, i] = (pos - 2 * P) // 2
     return out
-
-
-def assert_same_distribution(a: torch.Tensor, b: torch.Tensor, bins: int, what: str, sigmas: float = 5.0):
-    """Per-bin frequencies of two samples agree within ``sigmas`` standard errors of their difference."""
-    pa = torch.bincount(a.flatten(), minlength=bins).double() / a.numel()
-    pb = torch.bincount(b.flatten(), minlength=bins).double() / b.numel()
-    p = (pa * a.numel() + pb * b.numel()) / (a.numel() + b.numel())
-    se = (p * (1 - p) * (1 / a.numel() + 1 / b.numel())).sqrt()
-    z = (pa - pb).abs() / se.clamp_min(1e-12)
-    worst = int(z.argmax())
-    assert float(z.max()) < sigmas, f"{what}: bin {worst}: {float(pa[worst]):.4f} vs {float(pb[worst]):.4f}"
 
 
 N = 3000
