@@ -90,6 +90,7 @@ def naive_attention(q, k, v, mask, scale):
 class Attention(Mixer):
     modes = ("sdpa", "naive")
     supports_segment_pos = True
+    supports_context_parallel = True  # causal: keys and values of earlier ranks gathered (attention_split.py)
     test_kwargs = {"n_heads": 4, "n_kv_heads": 2}
 
     def __init__(
@@ -181,28 +182,55 @@ class Attention(Mixer):
             return state.seg[:, -1:].to(torch.long) + 1 + steps  # (B, T): continue the documents
         return steps + pos0  # (T,)
 
-    def _forward(self, x: torch.Tensor, state: KVCache | None, mode: str, segment_pos: torch.Tensor | None = None):
-        B, T, _ = x.shape
+    def _forward(
+        self,
+        x: torch.Tensor,
+        state: KVCache | None,
+        mode: str,
+        segment_pos: torch.Tensor | None = None,
+        context_parallel=None,
+    ):
+        if context_parallel is not None:  # this rank's block of a sequence split along time (attention_split.py)
+            from .attention_split import split_forward
+
+            return split_forward(self, x, state, mode, segment_pos, context_parallel)
         pos0 = 0 if state is None else self._check_state(x, state)
-        conv_state = None
-        if self.short_conv:
-            prev = None if state is None else state.conv.to(x.dtype)
-            delta, conv_state = causal_conv1d(x, self.conv_weight.to(x.dtype), None, prev, segment_pos)
-            x = x + delta
-        q = rearrange(self.q_proj(x), "b t (h d) -> b t h d", h=self.n_heads)  # (B, T, H, hd)
-        k = rearrange(self.k_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)  # (B, T, Hkv, hd)
-        v = rearrange(self.v_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)
-        q_pos = torch.arange(pos0, pos0 + T, device=x.device)  # stream positions (causality, window)
+        x, conv_state = self._short_conv(x, None if state is None else state.conv, segment_pos)
         rope_pos = self._positions(x, state, pos0, segment_pos)  # (B, T) or (T,)
+        q, k, v = self._qkv(x, rope_pos)
+        return self._attend_cached(q, k, v, state, pos0, rope_pos, mode, conv_state)
+
+    def _short_conv(self, x: torch.Tensor, prev: torch.Tensor | None, segment_pos: torch.Tensor | None):
+        """``x`` plus its short causal convolution over ``prev`` (the k-1 inputs before it; None: zeros) and x, and
+        the convolution's new state; ``x`` unchanged and None without ``short_conv``."""
+        if not self.short_conv:
+            return x, None
+        prev = None if prev is None else prev.to(x.dtype)
+        delta, conv_state = causal_conv1d(x, self.conv_weight.to(x.dtype), None, prev, segment_pos)
+        return x + delta, conv_state
+
+    def _qkv(self, x: torch.Tensor, rope_pos: torch.Tensor):
+        """Queries ``(B, T, H, hd)`` and keys, values ``(B, T, Hkv, hd)``; queries and keys rotated at ``rope_pos``."""
+        q = rearrange(self.q_proj(x), "b t (h d) -> b t h d", h=self.n_heads)
+        k = rearrange(self.k_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)
+        v = rearrange(self.v_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)
         q = apply_rope(q, rope_pos, self.rope_fraction, self.rope_base)
         k = apply_rope(k, rope_pos, self.rope_fraction, self.rope_base)
+        return q, k, v
+
+    def _attend_cached(self, q, k, v, state: KVCache | None, pos0: int, rope_pos, mode: str, conv_state):
+        """The new tokens (stream positions ``pos0``.., RoPE / document positions ``rope_pos``) attend to the cached
+        keys of ``state`` and to each other: the output ``(B, T, D)`` and the cache after them."""
+        B, T = q.shape[:2]
+        device = q.device
         if state is not None:
             k_all = torch.cat([state.k.to(k.dtype), k], dim=1)  # (B, S+T, Hkv, hd)
             v_all = torch.cat([state.v.to(v.dtype), v], dim=1)
         else:
             k_all, v_all = k, v
         S = k_all.shape[1] - T
-        k_pos = torch.arange(pos0 - S, pos0 + T, device=x.device)
+        q_pos = torch.arange(pos0, pos0 + T, device=device)  # stream positions (causality, window)
+        k_pos = torch.arange(pos0 - S, pos0 + T, device=device)
         seg_new = rope_pos.expand(B, T) if rope_pos.dim() == 2 else None  # (B, T)
         seg_all = None  # (B, S+T) document positions of every key, when any are known
         if seg_new is not None or (state is not None and state.seg is not None):
@@ -226,7 +254,7 @@ class Attention(Mixer):
             new_state = KVCache(
                 k=k_all[:, -keep:],
                 v=v_all[:, -keep:],
-                pos=torch.full((B,), pos0 + T, dtype=torch.long, device=x.device),
+                pos=torch.full((B,), pos0 + T, dtype=torch.long, device=device),
                 seg=None if seg_all is None else seg_all[:, -keep:],
                 conv=conv_state,
             )
