@@ -86,6 +86,7 @@ def build_run_spec(args) -> dict[str, Any]:
         "eval_every",
         "ckpt_every",
         "warmup_steps",
+        "context_parallel",
     ):
         value = getattr(args, flag, None)
         if value is not None:
@@ -382,6 +383,13 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", help="auto | cpu | cuda | cuda:N")
     s.add_argument("--precision", choices=["auto", "fp32", "bf16"])
     s.add_argument("--distributed", choices=["auto", "none", "ddp", "fsdp"])
+    s.add_argument(
+        "--context-parallel",
+        type=int,
+        metavar="N",
+        help="split each sequence along time over N ranks (under torchrun; world size = data x N; "
+        "docs/context-parallel.md)",
+    )
     s.add_argument("--out", help="output folder (default runs/latest)")
     s.add_argument("--set", action="append", metavar="SECTION.KEY=V", help="any override, e.g. train.grad_clip=0.5")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
