@@ -218,7 +218,9 @@ class Attention(Mixer):
         k = apply_rope(k, rope_pos, self.rope_fraction, self.rope_base)
         return q, k, v
 
-    def _attend_cached(self, q, k, v, state: KVCache | None, pos0: int, rope_pos, mode: str, conv_state):
+    def _attend_cached(
+        self, q, k, v, state: KVCache | None, pos0: int, rope_pos, mode: str, conv_state, pad_queries: bool = False
+    ):
         """The new tokens (stream positions ``pos0``.., RoPE / document positions ``rope_pos``) attend to the cached
         keys of ``state`` and to each other: the output ``(B, T, D)`` and the cache after them."""
         B, T = q.shape[:2]
@@ -246,7 +248,7 @@ class Attention(Mixer):
             starts = seg_all == 0
             if bool(starts[:, 1:].any()):
                 doc = document_mask(starts, T)
-        out = self._attend(q, k_all, v_all, q_pos, k_pos, mode, doc)  # (B, T, H, hd)
+        out = self._attend(q, k_all, v_all, q_pos, k_pos, mode, doc, pad_queries)  # (B, T, H, hd)
         y = self.o_proj(rearrange(out, "b t h d -> b t (h d)"))
         new_state = None
         if self.causal:
@@ -261,8 +263,14 @@ class Attention(Mixer):
         return y, new_state
 
     # ----------------------------------------------------------------- kernels
-    def _attend(self, q, k, v, q_pos, k_pos, mode, doc=None):
-        """q ``(B, T, H, hd)``, k/v ``(B, S+T, Hkv, hd)``, ``doc (B, T, S+T)`` or None -> ``(B, T, H, hd)``."""
+    def _attend(self, q, k, v, q_pos, k_pos, mode, doc=None, pad_queries=False):
+        """q ``(B, T, H, hd)``, k/v ``(B, S+T, Hkv, hd)``, ``doc (B, T, S+T)`` or None -> ``(B, T, H, hd)``.
+
+        ``pad_queries``: causal attention over S cached keys runs as the fused causal kernel on S zero queries
+        followed by the T real ones, whose rows are kept. The (T, S+T) mask it avoids is what PyTorch's CPU kernel
+        saves for the backward (as floats): O(T·(S+T)) memory against O(S+T), for (S+T)²/2 scores instead of
+        T·(S+T). Context parallelism uses it (a rank's block after S = r·T/N earlier keys); a decode step does not.
+        """
         scale = self.head_dim**-0.5
         group = self.n_heads // self.n_kv_heads
         q = q.transpose(1, 2)  # (B, H, T, hd)
@@ -279,8 +287,11 @@ class Attention(Mixer):
             k = k.repeat_interleave(group, dim=1)  # (B, H, S+T, hd)
             v = v.repeat_interleave(group, dim=1)
             out = naive_attention(q, k, v, mask, scale)
-        elif self.causal and self.window is None and doc is None and q.shape[2] == k.shape[2]:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=group > 1)
+        elif self.causal and self.window is None and doc is None and (q.shape[2] == k.shape[2] or pad_queries):
+            S = k.shape[2] - q.shape[2]
+            q_all = F.pad(q, (0, 0, S, 0)) if S else q  # (B, H, S+T, hd): the causal kernel's square layout
+            out = F.scaled_dot_product_attention(q_all, k, v, is_causal=True, scale=scale, enable_gqa=group > 1)
+            out = out[:, :, S:]
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=group > 1)
         return out.transpose(1, 2)

@@ -139,7 +139,7 @@ def split_forward(mixer: Attention, x: torch.Tensor, state: KVCache | None, mode
     keep_past = None if W is None else min(W, S0 + rank * L)
     pk, pv, ps = history(rank, keep_past)
     past = KVCache(k=pk, v=pv, pos=torch.full((B,), start, dtype=torch.long, device=x.device), seg=ps)
-    y, _ = mixer._attend_cached(q, k, v, past, start, rope_pos, mode, None)
+    y, _ = mixer._attend_cached(q, k, v, past, start, rope_pos, mode, None, pad_queries=True)
 
     # the cache after the whole sequence, from the same gathered tensors on every rank
     fk, fv, fs = history(n, None if W is None else min(W, S0 + n * L))
