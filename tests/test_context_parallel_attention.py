@@ -8,7 +8,7 @@ import functools
 import pytest
 import torch
 from cp_harness import run_ranks
-from test_attention_packed import _segment_pos  # (B, T) positions from document starts
+from packed_helpers import segment_pos_from_starts
 
 from seqzoo.errors import InputError
 from seqzoo.mixers import build_mixer
@@ -40,7 +40,7 @@ def _inputs(packed: bool):
     w = torch.randn(B, T, D, generator=g, dtype=torch.float64)  # a loss weight per output
     sp_prefix = sp = None
     if packed:  # documents start inside the prefix and across the cuts at 4, 8, 12 (and at 0 for the second row)
-        sp_all = _segment_pos([[0, 2, 8, 11, 19], [0, 5, 14]], PREFIX + T)
+        sp_all = segment_pos_from_starts([[0, 2, 8, 11, 19], [0, 5, 14]], PREFIX + T)
         sp_prefix, sp = sp_all[:, :PREFIX], sp_all[:, PREFIX:]
     return prefix, x, w, sp_prefix, sp
 

@@ -28,8 +28,6 @@ travel in the state (``KVCache.conv``), and its taps stop at document starts (``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from einops import rearrange
@@ -39,24 +37,7 @@ from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
 from ..ops.rope import apply_rope
 from .base import Mixer, register_mixer
-
-
-@dataclass
-class KVCache:
-    """Keys (rotated) and values of the visible past, ``(B, S, H_kv, hd)``, and the stream position ``(B,)``.
-
-    ``conv (B, k-1, D)``: the last inputs of the ``short_conv`` convolution (None without one).
-    ``seg (B, S)``: the RoPE / document position (``segment_pos``) of every cached key; None means it equals the
-    stream position (no packed documents). It continues ``segment_pos`` for a call that passes none, and marks
-    document starts (0) inside the cache, which hide the keys before them.
-    """
-
-    k: torch.Tensor
-    v: torch.Tensor
-    pos: torch.Tensor
-    seg: torch.Tensor | None = None
-    conv: torch.Tensor | None = None  # (B, short_conv - 1, D): the short convolution's last inputs, if it has one
-
+from .kv_cache import KVCache
 
 DOCUMENT_BLOCK = 128  # queries per block of causal attention over packed documents (Attention._by_documents)
 

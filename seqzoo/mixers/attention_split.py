@@ -24,21 +24,17 @@ all-gathers to the ranks that sent the data, so every gradient equals the one-pr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from ..errors import InputError
 from ..ops.causal_conv.common import new_state, starts_cumsum
 from ..ops.context_parallel import gather_ranks, group_rank_size
 from ..ops.context_parallel_pack import gather_packed
-from .attention import KVCache
-
-if TYPE_CHECKING:
-    from .attention import Attention
+from .base import Mixer
+from .kv_cache import KVCache
 
 
-def _check_same_layout(mixer: Attention, x, state, segment_pos, group) -> tuple[int, int]:
+def _check_same_layout(mixer: Mixer, x, state, segment_pos, group) -> tuple[int, int]:
     """Every rank must hold the same block shape and state layout (one all-gather of a few ints): (rank, N)."""
     rank, n = group_rank_size(group)
     B, T, _ = x.shape
@@ -61,7 +57,7 @@ def _conv_buffer(x: torch.Tensor, k: int, segment_pos) -> torch.Tensor:
     return new_state(x, k, None if segment_pos is None else starts_cumsum(segment_pos, k))
 
 
-def split_forward(mixer: Attention, x: torch.Tensor, state: KVCache | None, mode: str, segment_pos, group):
+def split_forward(mixer: Mixer, x: torch.Tensor, state: KVCache | None, mode: str, segment_pos, group):
     """``mixer``'s output on this rank's block ``x (B, T, D)`` and the cache after the whole sequence."""
     if not mixer.causal:
         raise InputError(
