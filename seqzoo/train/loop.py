@@ -129,8 +129,8 @@ class MetricsLog:
                 f.write(json.dumps(record) + "\n")
 
 
-# training settings that do not change what the weights become: a resumed run may differ in these. ``compile``
-# changes how the same step is computed (float-tolerance equal).
+# training settings that do not change what the weights become: a resumed run may differ in these. ``compile`` and
+# ``context_parallel`` change how the same step is computed (float-tolerance equal).
 RESUMABLE_CHANGES = (
     "steps",
     "out_dir",
@@ -141,6 +141,7 @@ RESUMABLE_CHANGES = (
     "log_every",
     "eval_every",
     "compile",
+    "context_parallel",
 )
 
 
