@@ -129,7 +129,11 @@ def split_forward(mixer: Mixer, x: torch.Tensor, state: KVCache | None, mode: st
         if seg_mode:
             hs = torch.cat(([seg0] if seg0 is not None else []) + [seg_ranks[:, : upto * L]], 1)
         if keep is not None:
-            hk, hv, hs = hk[:, hk.shape[1] - keep :], hv[:, hv.shape[1] - keep :], None if hs is None else hs[:, -keep:]
+            hk, hv, hs = (
+                hk[:, hk.shape[1] - keep :],
+                hv[:, hv.shape[1] - keep :],
+                None if hs is None else hs[:, hs.shape[1] - keep :],
+            )
         return hk, hv, hs
 
     keep_past = None if W is None else min(W, S0 + rank * L)
