@@ -1,6 +1,7 @@
 """``torchrun --nproc-per-node 2 -m seqzoo train ... --context-parallel 2`` logs the one-process training loss at
 every step (float32, 1e-4 relative), for an mLSTM-only xLSTM[1:0], GateLoop with heads, Hawk, Griffin and attention.
-Each preset trains twice in subprocesses (about 30-60 s on a 2-core CPU): -m slow."""
+Each preset trains twice in subprocesses (about 30-60 s on a 2-core CPU): -m slow. Also 2 data (FSDP2) x 2 context
+ranks."""
 
 import json
 import os
@@ -37,3 +38,12 @@ def test_torchrun_context_parallel_logs_the_one_process_loss(tmp_path, preset):
     assert len(split) == len(one) == 4
     for step, (a, b) in enumerate(zip(split, one), 1):
         assert a == pytest.approx(b, rel=1e-4), f"step {step}: {a} vs {b}"
+
+
+@pytest.mark.slow
+def test_fsdp_over_the_data_dimension_logs_the_one_process_loss(tmp_path):
+    """4 ranks = 2 data (FSDP2) x 2 context."""
+    one = _train(tmp_path / "one", "attention-tiny", [], [])
+    torchrun = ["-m", "torch.distributed.run", "--nproc-per-node", "4"]
+    split = _train(tmp_path / "split", "attention-tiny", torchrun, ["--context-parallel", "2", "--distributed", "fsdp"])
+    assert split == pytest.approx(one, rel=1e-4)
