@@ -5,6 +5,7 @@ that come before any work or file."""
 
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -144,4 +145,17 @@ def test_refused_before_any_file(tmp_path, monkeypatch, world, n, task_args, pat
     out = tmp_path / "run"
     with pytest.raises(InputError, match=match):
         train(model, task, _cfg(out, n, "none"))
+    assert not out.exists()
+
+
+def test_cli_refuses_a_layer_that_cannot_split_before_writing(tmp_path, monkeypatch, capsys):
+    from seqzoo.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as under torchrun; nothing is launched: the refusal comes first
+    out = tmp_path / "run"
+    argv = ["train", "--model", "xlstm-tiny", "--task", "mqar", "--context-parallel", "2", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    # the first layer that refuses is named: the sLSTM at layer 1 (the mLSTM at layer 0 until it splits)
+    assert len(err) == 1 and re.search(r"layer [01] \((slstm|mlstm)\) does not support context parallelism", err[0])
     assert not out.exists()

@@ -22,6 +22,7 @@ from ..models import MODEL_TYPES, PRESETS, ModelConfig
 from ..overrides import deep_merge
 from ..tasks import build_task
 from .config import TrainConfig
+from .context_parallel import check_context_parallel
 from .loop import check_can_start
 
 
@@ -130,6 +131,7 @@ class RunSpec:
         if config.vocab_size < task.vocab_size:
             raise InputError(f"model vocab_size={config.vocab_size} is smaller than the task's {task.vocab_size}")
         model = MODEL_TYPES[kind](config)
+        check_context_parallel(train_cfg, model, task)  # before the CLI writes run.json
         return model, task, train_cfg
 
     def to_dict(self) -> dict[str, Any]:
