@@ -124,6 +124,7 @@ def build_run_spec(args) -> dict[str, Any]:
         "eval_every",
         "ckpt_every",
         "warmup_steps",
+        "context_parallel",
     ):
         value = getattr(args, flag, None)
         if value is not None:
@@ -433,6 +434,13 @@ def make_parser() -> argparse.ArgumentParser:
         "--distributed",
         choices=["auto", "none", "ddp", "fsdp"],
         help=f"auto: DDP when launched by torchrun (default: {_train_default('--distributed')})",
+    )
+    s.add_argument(
+        "--context-parallel",
+        type=int,
+        metavar="N",
+        help="split each sequence along time over N ranks (under torchrun; world size = data x N; "
+        f"docs/context-parallel.md) (default: {_train_default('--context-parallel')})",
     )
     s.add_argument("--out", help="output folder (default: the config file's, else runs/latest)")
     s.add_argument(

@@ -6,23 +6,13 @@ reads only the keys from its earliest document start on."""
 import torch
 import torch.nn.functional as F
 from helpers import spy
+from packed_helpers import segment_pos_from_starts
 
 import seqzoo.mixers.attention as attention_mod
 from seqzoo.mixers import build_mixer
 from seqzoo.mixers.attention import DOCUMENT_BLOCK
 
 T = 2 * DOCUMENT_BLOCK + 44  # three query blocks, the last one short
-
-
-def _segment_pos(starts_per_row, T):
-    rows = []
-    for starts in starts_per_row:
-        pos, p = [], 0
-        for t in range(T):
-            p = 0 if t in starts else p + 1
-            pos.append(p)
-        rows.append(pos)
-    return torch.tensor(rows)
 
 
 def _run(m, x, sp, mode, state=None):
@@ -40,7 +30,7 @@ def test_blocks_equal_the_masked_reference_over_all_keys():
     m = build_mixer("attention", d_model=32, n_heads=4, n_kv_heads=2).double()
     x = torch.randn(2, T, 32, dtype=torch.float64)
     # row 0: documents crossing both block edges; row 1: a start at a block edge, a one-token document, a long tail
-    sp = _segment_pos([{0, 100, 200, 201}, {0, DOCUMENT_BLOCK, 130, 131}], T)
+    sp = segment_pos_from_starts([{0, 100, 200, 201}, {0, DOCUMENT_BLOCK, 130, 131}], T)
     ref = _run(m, x, sp, "naive")
     got = _run(m, x, sp, "sdpa")
     torch.testing.assert_close(got[0], ref[0], rtol=1e-12, atol=1e-12)
@@ -50,7 +40,7 @@ def test_blocks_equal_the_masked_reference_over_all_keys():
     prefix = torch.randn(2, 20, 32, dtype=torch.float64)
     with torch.no_grad():
         _, cache = m(prefix, mode="naive")
-    sp2 = _segment_pos([{150}, {5, 140}], T)
+    sp2 = segment_pos_from_starts([{150}, {5, 140}], T)
     sp2[0, :150] += 20  # the carried document continues: positions go on from the prefix
     ref = _run(m, x, sp2, "naive", cache)
     got = _run(m, x, sp2, "sdpa", cache)
@@ -62,7 +52,7 @@ def test_blocks_equal_the_masked_reference_over_all_keys():
 def test_each_block_reads_keys_from_its_earliest_document_start(monkeypatch):
     m = build_mixer("attention", d_model=16, n_heads=2)
     x = torch.randn(2, T, 16)
-    sp = _segment_pos([{0, 100, 200}, {0, 110, 210}], T)
+    sp = segment_pos_from_starts([{0, 100, 200}, {0, 110, 210}], T)
     calls = spy(monkeypatch, F, "scaled_dot_product_attention")
     m(x, segment_pos=sp)
     key_ranges = [call[0][1].shape[2] for call in calls]

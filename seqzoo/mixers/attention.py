@@ -28,8 +28,6 @@ travel in the state (``KVCache.conv``), and its taps stop at document starts (``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from einops import rearrange
@@ -39,24 +37,7 @@ from ..errors import InputError
 from ..ops.causal_conv import causal_conv1d
 from ..ops.rope import apply_rope
 from .base import Mixer, register_mixer
-
-
-@dataclass
-class KVCache:
-    """Keys (rotated) and values of the visible past, ``(B, S, H_kv, hd)``, and the stream position ``(B,)``.
-
-    ``conv (B, k-1, D)``: the last inputs of the ``short_conv`` convolution (None without one).
-    ``seg (B, S)``: the RoPE / document position (``segment_pos``) of every cached key; None means it equals the
-    stream position (no packed documents). It continues ``segment_pos`` for a call that passes none, and marks
-    document starts (0) inside the cache, which hide the keys before them.
-    """
-
-    k: torch.Tensor
-    v: torch.Tensor
-    pos: torch.Tensor
-    seg: torch.Tensor | None = None
-    conv: torch.Tensor | None = None  # (B, short_conv - 1, D): the short convolution's last inputs, if it has one
-
+from .kv_cache import KVCache
 
 DOCUMENT_BLOCK = 128  # queries per block of causal attention over packed documents (Attention._by_documents)
 
@@ -90,6 +71,7 @@ def naive_attention(q, k, v, mask, scale):
 class Attention(Mixer):
     modes = ("sdpa", "naive")
     supports_segment_pos = True
+    supports_context_parallel = True  # causal: keys and values of earlier ranks gathered (attention_split.py)
     test_kwargs = {"n_heads": 4, "n_kv_heads": 2}
 
     def __init__(
@@ -181,28 +163,57 @@ class Attention(Mixer):
             return state.seg[:, -1:].to(torch.long) + 1 + steps  # (B, T): continue the documents
         return steps + pos0  # (T,)
 
-    def _forward(self, x: torch.Tensor, state: KVCache | None, mode: str, segment_pos: torch.Tensor | None = None):
-        B, T, _ = x.shape
+    def _forward(
+        self,
+        x: torch.Tensor,
+        state: KVCache | None,
+        mode: str,
+        segment_pos: torch.Tensor | None = None,
+        context_parallel=None,
+    ):
+        if context_parallel is not None:  # this rank's block of a sequence split along time (attention_split.py)
+            from .attention_split import split_forward
+
+            return split_forward(self, x, state, mode, segment_pos, context_parallel)
         pos0 = 0 if state is None else self._check_state(x, state)
-        conv_state = None
-        if self.short_conv:
-            prev = None if state is None else state.conv.to(x.dtype)
-            delta, conv_state = causal_conv1d(x, self.conv_weight.to(x.dtype), None, prev, segment_pos)
-            x = x + delta
-        q = rearrange(self.q_proj(x), "b t (h d) -> b t h d", h=self.n_heads)  # (B, T, H, hd)
-        k = rearrange(self.k_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)  # (B, T, Hkv, hd)
-        v = rearrange(self.v_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)
-        q_pos = torch.arange(pos0, pos0 + T, device=x.device)  # stream positions (causality, window)
+        x, conv_state = self._short_conv(x, None if state is None else state.conv, segment_pos)
         rope_pos = self._positions(x, state, pos0, segment_pos)  # (B, T) or (T,)
+        q, k, v = self._qkv(x, rope_pos)
+        return self._attend_cached(q, k, v, state, pos0, rope_pos, mode, conv_state)
+
+    def _short_conv(self, x: torch.Tensor, prev: torch.Tensor | None, segment_pos: torch.Tensor | None):
+        """``x`` plus its short causal convolution over ``prev`` (the k-1 inputs before it; None: zeros) and x, and
+        the convolution's new state; ``x`` unchanged and None without ``short_conv``."""
+        if not self.short_conv:
+            return x, None
+        prev = None if prev is None else prev.to(x.dtype)
+        delta, conv_state = causal_conv1d(x, self.conv_weight.to(x.dtype), None, prev, segment_pos)
+        return x + delta, conv_state
+
+    def _qkv(self, x: torch.Tensor, rope_pos: torch.Tensor):
+        """Queries ``(B, T, H, hd)`` and keys, values ``(B, T, Hkv, hd)``; queries and keys rotated at ``rope_pos``."""
+        q = rearrange(self.q_proj(x), "b t (h d) -> b t h d", h=self.n_heads)
+        k = rearrange(self.k_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)
+        v = rearrange(self.v_proj(x), "b t (h d) -> b t h d", h=self.n_kv_heads)
         q = apply_rope(q, rope_pos, self.rope_fraction, self.rope_base)
         k = apply_rope(k, rope_pos, self.rope_fraction, self.rope_base)
+        return q, k, v
+
+    def _attend_cached(
+        self, q, k, v, state: KVCache | None, pos0: int, rope_pos, mode: str, conv_state, pad_queries: bool = False
+    ):
+        """The new tokens (stream positions ``pos0``.., RoPE / document positions ``rope_pos``) attend to the cached
+        keys of ``state`` and to each other: the output ``(B, T, D)`` and the cache after them."""
+        B, T = q.shape[:2]
+        device = q.device
         if state is not None:
             k_all = torch.cat([state.k.to(k.dtype), k], dim=1)  # (B, S+T, Hkv, hd)
             v_all = torch.cat([state.v.to(v.dtype), v], dim=1)
         else:
             k_all, v_all = k, v
         S = k_all.shape[1] - T
-        k_pos = torch.arange(pos0 - S, pos0 + T, device=x.device)
+        q_pos = torch.arange(pos0, pos0 + T, device=device)  # stream positions (causality, window)
+        k_pos = torch.arange(pos0 - S, pos0 + T, device=device)
         seg_new = rope_pos.expand(B, T) if rope_pos.dim() == 2 else None  # (B, T)
         seg_all = None  # (B, S+T) document positions of every key, when any are known
         if seg_new is not None or (state is not None and state.seg is not None):
@@ -218,7 +229,7 @@ class Attention(Mixer):
             starts = seg_all == 0
             if bool(starts[:, 1:].any()):
                 doc = document_mask(starts, T)
-        out = self._attend(q, k_all, v_all, q_pos, k_pos, mode, doc)  # (B, T, H, hd)
+        out = self._attend(q, k_all, v_all, q_pos, k_pos, mode, doc, pad_queries)  # (B, T, H, hd)
         y = self.o_proj(rearrange(out, "b t h d -> b t (h d)"))
         new_state = None
         if self.causal:
@@ -226,15 +237,21 @@ class Attention(Mixer):
             new_state = KVCache(
                 k=k_all[:, -keep:],
                 v=v_all[:, -keep:],
-                pos=torch.full((B,), pos0 + T, dtype=torch.long, device=x.device),
+                pos=torch.full((B,), pos0 + T, dtype=torch.long, device=device),
                 seg=None if seg_all is None else seg_all[:, -keep:],
                 conv=conv_state,
             )
         return y, new_state
 
     # ----------------------------------------------------------------- kernels
-    def _attend(self, q, k, v, q_pos, k_pos, mode, doc=None):
-        """q ``(B, T, H, hd)``, k/v ``(B, S+T, Hkv, hd)``, ``doc (B, T, S+T)`` or None -> ``(B, T, H, hd)``."""
+    def _attend(self, q, k, v, q_pos, k_pos, mode, doc=None, pad_queries=False):
+        """q ``(B, T, H, hd)``, k/v ``(B, S+T, Hkv, hd)``, ``doc (B, T, S+T)`` or None -> ``(B, T, H, hd)``.
+
+        ``pad_queries``: causal attention over S cached keys runs as the fused causal kernel on S zero queries
+        followed by the T real ones, whose rows are kept. The (T, S+T) mask it avoids is what PyTorch's CPU kernel
+        saves for the backward (as floats): O(T·(S+T)) memory against O(S+T), for (S+T)²/2 scores instead of
+        T·(S+T). Context parallelism uses it (a rank's block after S = r·T/N earlier keys); a decode step does not.
+        """
         scale = self.head_dim**-0.5
         group = self.n_heads // self.n_kv_heads
         q = q.transpose(1, 2)  # (B, H, T, hd)
@@ -251,8 +268,11 @@ class Attention(Mixer):
             k = k.repeat_interleave(group, dim=1)  # (B, H, S+T, hd)
             v = v.repeat_interleave(group, dim=1)
             out = naive_attention(q, k, v, mask, scale)
-        elif self.causal and self.window is None and doc is None and q.shape[2] == k.shape[2]:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=group > 1)
+        elif self.causal and self.window is None and doc is None and (q.shape[2] == k.shape[2] or pad_queries):
+            S = k.shape[2] - q.shape[2]
+            q_all = F.pad(q, (0, 0, S, 0)) if S else q  # (B, H, S+T, hd): the causal kernel's square layout
+            out = F.scaled_dot_product_attention(q_all, k, v, is_causal=True, scale=scale, enable_gqa=group > 1)
+            out = out[:, :, S:]
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=group > 1)
         return out.transpose(1, 2)

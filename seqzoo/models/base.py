@@ -13,7 +13,9 @@ from torch import nn
 from ..blocks import BLOCKS, make_norm
 from ..errors import InputError, MissingFileError
 from ..mixers.base import collect_optim_overrides
+from ..ops.context_parallel import group_rank_size
 from .config import ModelConfig, drop_unused_mixer_settings
+from .context_parallel import context_parallel_refusal
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -87,12 +89,27 @@ class SeqzooModel(nn.Module):
             x = x * self.config.embed_scale
         return x
 
-    def trunk(self, input_ids=None, inputs_embeds=None, states=None, mode=None, segment_pos=None, after_layer=None):
+    def trunk(
+        self,
+        input_ids=None,
+        inputs_embeds=None,
+        states=None,
+        mode=None,
+        segment_pos=None,
+        after_layer=None,
+        context_parallel=None,
+    ):
         """Blocks over the embedded input; returns the final-normed hidden states and the new states.
 
         ``after_layer`` (a tensor broadcastable to ``(B, T, D)``) is added to the output of every block: M2-BERT
-        re-adds its position embeddings this way.
+        re-adds its position embeddings this way. ``context_parallel``: a process group over which the sequence is
+        split along time; the input is this rank's block (docs/context-parallel.md). A model with a layer that
+        cannot split is refused before any work, naming the layer.
         """
+        if context_parallel is not None and group_rank_size(context_parallel)[1] > 1:
+            why = context_parallel_refusal(self)
+            if why:
+                raise InputError(f"context_parallel: {why}")
         if (input_ids is None) == (inputs_embeds is None):
             raise InputError("pass exactly one of input_ids (B, T) or inputs_embeds (B, T, d_model)")
         if inputs_embeds is None:
@@ -107,6 +124,8 @@ class SeqzooModel(nn.Module):
         if states is not None and len(states) != len(self.blocks):
             raise InputError(f"states must hold one entry per layer ({len(self.blocks)}), got {len(states)}")
         extra = {} if segment_pos is None else {"segment_pos": segment_pos}
+        if context_parallel is not None:
+            extra["context_parallel"] = context_parallel
         modes = self.layer_modes(mode)
         new_states = []
         for i, block in enumerate(self.blocks):

@@ -65,8 +65,15 @@ class LanguageModel(SeqzooModel):
         output_hidden: bool = False,
         segment_pos=None,
         logits_mask=None,
+        context_parallel=None,
     ) -> LMOutput:
-        hidden, new_states = self.trunk(input_ids, inputs_embeds, states, mode, segment_pos)
+        """``context_parallel``: a process group over which each sequence is split along time; ``input_ids`` (and
+        ``segment_pos``, ``labels``) are this rank's block, rank order = time order; ``states`` enter the whole
+        sequence (rank 0's are used) and the returned ones leave it, on every rank (docs/context-parallel.md).
+        ``loss`` is then the mean over this rank's scored tokens."""
+        hidden, new_states = self.trunk(
+            input_ids, inputs_embeds, states, mode, segment_pos, context_parallel=context_parallel
+        )
         if logits_mask is not None:
             if logits_mask.shape != hidden.shape[:-1] or logits_mask.dtype != torch.bool:
                 raise InputError(

@@ -48,12 +48,23 @@ class TrainConfig:
     scored_logits: bool = False
     # also write the metrics.jsonl records as TensorBoard scalars into out_dir/tensorboard/ (train/tensorboard.py)
     tensorboard: bool = False
+    # each sequence split along time over this many ranks (context parallelism, docs/context-parallel.md); the world
+    # size is data x context_parallel
+    context_parallel: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
             self.betas = tuple(self.betas)
         check_fields(self)  # types from the annotations, numbers finite: lr=nan or lr="abc" never starts a run
-        for name in ("steps", "batch_size", "grad_accum", "eval_samples", "eval_batch_size", "log_every"):
+        for name in (
+            "steps",
+            "batch_size",
+            "grad_accum",
+            "eval_samples",
+            "eval_batch_size",
+            "log_every",
+            "context_parallel",
+        ):
             v = getattr(self, name)
             if not isinstance(v, int) or v <= 0:
                 raise InputError(f"TrainConfig.{name} must be a positive int, got {v!r}")

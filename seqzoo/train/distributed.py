@@ -40,20 +40,22 @@ def shutdown_distributed() -> None:
         dist.destroy_process_group()
 
 
-def wrap_model(model: nn.Module, kind: str, device: torch.device) -> nn.Module:
+def wrap_model(model: nn.Module, kind: str, device: torch.device, mesh: Any = None) -> nn.Module:
+    """DDP or FSDP2 over ``mesh`` (a 1-D DeviceMesh: the data dimension under context parallelism; None: the world)."""
     if kind == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+        group = None if mesh is None else mesh.get_group()
+        return DDP(model, device_ids=[device.index] if device.type == "cuda" else None, process_group=group)
     if kind == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
         for block in getattr(model, "blocks", []):
             # registered before fully_shard, so it runs before FSDP2's post-forward hook sees the output
             block.register_forward_hook(_copy_view_outputs)
-            fully_shard(block)
+            fully_shard(block, mesh=mesh)
         model.register_forward_hook(_copy_view_outputs)
-        fully_shard(model)
+        fully_shard(model, mesh=mesh)
         return model
     raise InputError(f"unknown distributed kind {kind!r}")
 

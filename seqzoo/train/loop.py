@@ -9,6 +9,7 @@ gradient accumulation compute the gradient of the same global mean loss as one p
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -32,6 +33,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .config import TrainConfig
+from .context_parallel import check_context_parallel, make_layout, sum_context_gradients
 from .distributed import (
     all_reduce_mean,
     init_distributed,
@@ -131,8 +133,8 @@ class MetricsLog:
                 f.write(json.dumps(record) + "\n")
 
 
-# training settings that do not change what the weights become: a resumed run may differ in these. ``compile``
-# changes how the same step is computed (float-tolerance equal).
+# training settings that do not change what the weights become: a resumed run may differ in these. ``compile`` and
+# ``context_parallel`` change how the same step is computed (float-tolerance equal).
 RESUMABLE_CHANGES = (
     "steps",
     "out_dir",
@@ -144,6 +146,7 @@ RESUMABLE_CHANGES = (
     "eval_every",
     "compile",
     "tensorboard",
+    "context_parallel",
 )
 
 
@@ -238,6 +241,7 @@ def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -
 
 def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, Any]:
     check_can_start(cfg)
+    check_context_parallel(cfg, model, task)
     device = resolve_device(cfg.device)
     kind = distributed_kind(cfg)
     if kind != "none":
@@ -250,9 +254,12 @@ def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, 
         owns_group = False
     rank, world_size = world()
     per_rank = cfg.batch_size // cfg.grad_accum
-    if per_rank % world_size:
-        raise InputError(f"batch_size/grad_accum={per_rank} must be divisible by the number of processes {world_size}")
-    micro = per_rank // world_size
+    data_size = world_size // cfg.context_parallel  # ranks that read different rows (context_parallel.py)
+    if per_rank % data_size:
+        raise InputError(
+            f"batch_size/grad_accum={per_rank} must be divisible by the number of data-parallel processes {data_size}"
+        )
+    micro = per_rank // data_size
     amp = autocast_dtype(cfg.precision, device)
     main = rank == 0
     out = Path(cfg.out_dir) if cfg.out_dir else None
@@ -281,10 +288,15 @@ def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, 
         remove_stale_temporaries(ckpt_path)
         for name, content in run_files.items():
             (out / name).write_text(json.dumps(content, indent=2, default=str) + "\n")
-    train_model = wrap_model(model, kind, device) if kind != "none" else model
+    layout = make_layout(cfg.context_parallel, rank, world_size, device)
+    # a context group alone (data_size 1) needs no wrapper: its gradients are summed by sum_context_gradients
+    wrapped = kind != "none" and data_size > 1
+    train_model = wrap_model(model, kind, device, layout.data_mesh) if wrapped else model
     # compiled for the training forward only: checkpoints, the optimiser and evaluation keep the plain module
     # (a compiled wrapper would prefix every state-dict key, and evaluation batches have other shapes)
     forward_model = torch.compile(train_model, dynamic=False) if cfg.compile else train_model
+    if layout.context_size > 1:  # each rank runs its time block; the model splits the sequence over the group
+        forward_model = functools.partial(forward_model, context_parallel=layout.context_group)
     optimizer = build_optimizer(model, cfg)  # groups from the mixers' hints, wrapped models included
     if resume_state is not None:
         load_optimizer_state(train_model, optimizer, resume_state["optimizer"])
@@ -338,15 +350,16 @@ def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, 
         optimizer.zero_grad(set_to_none=True)
         step_loss = 0.0
         for a in range(cfg.grad_accum):
-            lo = a * per_rank + rank * micro
-            x, y = xs[lo : lo + micro].to(device), ys[lo : lo + micro].to(device)
-            sp = None if sps is None else sps[lo : lo + micro].to(device)  # packed documents
+            lo = a * per_rank + layout.data_rank * micro
+            x, y = layout.time_block(xs[lo : lo + micro]).to(device), layout.time_block(ys[lo : lo + micro]).to(device)
+            sp = None if sps is None else layout.time_block(sps[lo : lo + micro]).to(device)  # packed documents
             with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                 logits, y = scored_forward(forward_model, x, y, task_kind, cfg.scored_logits, sp)
             loss_sum, _ = scored_loss_sum(logits, y)
-            # gradient of the global mean: DDP averages over ranks, hence the world_size factor
-            (loss_sum * world_size / max(1, n_scored)).backward()
+            # gradient of the global mean: DDP averages over the data ranks, hence the data_size factor
+            (loss_sum * (data_size if wrapped or cfg.context_parallel == 1 else 1) / max(1, n_scored)).backward()
             step_loss += float(loss_sum.detach())
+        sum_context_gradients(train_model, layout)  # each rank of a context group holds its tokens' part
         grad_norm = None
         if cfg.grad_clip:
             grad_norm = float(torch.nn.utils.clip_grad_norm_(train_model.parameters(), cfg.grad_clip))

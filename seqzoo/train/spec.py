@@ -24,6 +24,7 @@ from ..models import MODEL_TYPES, PRESETS, ModelConfig
 from ..overrides import deep_merge
 from ..tasks import build_task
 from .config import TrainConfig
+from .context_parallel import check_context_parallel
 from .loop import check_can_start
 from .run_key import run_key
 
@@ -205,7 +206,9 @@ class RunSpec:
         check_can_start(train_cfg)
         task = build_run_task(self.task)
         torch.manual_seed(train_cfg.seed)  # the initial weights are part of the run: same seed, same model
-        return build_model(self.model or {}, task), task, train_cfg
+        model = build_model(self.model or {}, task)
+        check_context_parallel(train_cfg, model, task)  # before the CLI writes run.json
+        return model, task, train_cfg
 
 
 def build_run_task(section: dict[str, Any] | None):

@@ -1,0 +1,33 @@
+"""tools/context_parallel_cost.py runs at a tiny size and writes its table; refused input exits 2 before any rank."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(tmp_path, *args):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, str(ROOT / "tools" / "context_parallel_cost.py"), "--out", str(tmp_path / "cost"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.slow  # spawns 1 + 2 gloo ranks
+def test_cost_tool_writes_a_row_per_rank_count(tmp_path):
+    proc = _run(tmp_path, "--seq-len", "64", "--steps", "1", "--ranks", "1", "2", "--d-model", "16")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads((tmp_path / "cost.json").read_text())["rows"]
+    assert [r["ranks"] for r in rows] == [1, 2]
+    assert all(r["activation_MiB_per_rank"] > 0 and r["step_s_per_rank"] > 0 for r in rows)
+    assert "| 2 |" in (tmp_path / "cost.md").read_text()
+
+
+def test_cost_tool_refuses_a_rank_count_that_does_not_divide_t(tmp_path):
+    proc = _run(tmp_path, "--seq-len", "64", "--ranks", "3")
+    assert proc.returncode == 2 and "--ranks" in proc.stderr
+    assert not (tmp_path / "cost.json").exists()
