@@ -10,6 +10,7 @@ import re
 import pytest
 import torch
 from cp_harness import run_ranks
+from packed_helpers import segment_pos_from_starts
 
 from seqzoo.errors import InputError
 from seqzoo.models import ModelConfig
@@ -80,9 +81,32 @@ def test_training_steps_equal_one_process(tmp_path, n, context_parallel):
         assert r["result"]["valid_loss"] == pytest.approx(ranks[0]["result"]["valid_loss"], rel=1e-6)
 
 
-def _model_loss(model, ids, labels, states, **split):
+def _hybrid():
+    """Every recurrence that splits (mLSTM with its conv, GateLoop with heads, RG-LRU with its conv) and a window."""
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=64,
+        d_model=32,
+        n_layers=4,
+        pattern=["mlstm", "gateloop", "rglru", "local_attention"],
+        mixer_kwargs={
+            "mlstm": {"n_heads": 2, "eps": 0.0},
+            "gateloop": {"n_heads": 4},
+            "local_attention": {"window": 5},
+        },
+    )
+    return LanguageModel(config)
+
+
+MODELS = {"attention": _model, "hybrid": _hybrid}
+# packed documents: row 0 has a document crossing the cut of 2 ranks (t = 16) and of 4 ranks (t = 8, 24), row 1
+# one starting exactly at the cut of 2 ranks; neither row starts at t = 0, so the initial states enter
+SEGMENT_POS = segment_pos_from_starts([{10, 20}, {16}], 32)
+
+
+def _model_loss(model, ids, labels, states, segment_pos=None, **split):
     """Summed cross-entropy over the scored tokens (float64), and the states after the sequence."""
-    out = model(ids, states=states, **split)
+    out = model(ids, states=states, segment_pos=segment_pos, **split)
     loss = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), labels.flatten(), reduction="sum")
     return loss, out.states
 
@@ -93,16 +117,17 @@ def _model_inputs():
     return ids[:, :4], ids[:, 4:], torch.randint(0, 64, (2, 32), generator=g)  # prefix, sequence, labels
 
 
-def _model_grads(rank, n):
+def _model_grads(rank, n, kind, packed):
     import torch.distributed as dist
 
-    model = _model().double()
+    model = MODELS[kind]().double()
     prefix, ids, labels = _model_inputs()
     with torch.no_grad():
         states = model(prefix).states  # an initial state per layer
     L = ids.shape[1] // n
     cut = slice(rank * L, (rank + 1) * L)
-    loss, _ = _model_loss(model, ids[:, cut], labels[:, cut], states, context_parallel=dist.group.WORLD)
+    pos = SEGMENT_POS[:, cut] if packed else None
+    loss, _ = _model_loss(model, ids[:, cut], labels[:, cut], states, pos, context_parallel=dist.group.WORLD)
     loss.backward()
     total = loss.detach().clone()
     dist.all_reduce(total)
@@ -111,15 +136,20 @@ def _model_grads(rank, n):
     return {"loss": total, **{k: p.grad for k, p in model.named_parameters()}}
 
 
-def test_model_loss_and_gradients_equal_one_process_float64():
-    """The whole model (embedding, both attention layers with their caches from a prefix, MLPs, head) on 2 ranks."""
-    model = _model().double()
+@pytest.mark.parametrize(
+    "kind, packed, n",
+    [("attention", False, 2), ("hybrid", True, 2), pytest.param("hybrid", True, 4, marks=pytest.mark.slow)],
+)
+def test_model_loss_and_gradients_equal_one_process_float64(kind, packed, n):
+    """The whole model (embedding, every layer with its state from a prefix, MLPs, head) on n ranks; the hybrid with
+    packed documents that cross a cut."""
+    model = MODELS[kind]().double()
     prefix, ids, labels = _model_inputs()
     with torch.no_grad():
         states = model(prefix).states
-    loss, _ = _model_loss(model, ids, labels, states)
+    loss, _ = _model_loss(model, ids, labels, states, SEGMENT_POS if packed else None)
     loss.backward()
-    for r in run_ranks(_model_grads, 2):
+    for r in run_ranks(_model_grads, n, kind, packed):
         torch.testing.assert_close(r["loss"], loss.detach(), rtol=1e-10, atol=0)
         for k, p in model.named_parameters():
             torch.testing.assert_close(r[k], p.grad, rtol=1e-10, atol=1e-12, msg=lambda m, k=k: f"{k}: {m}")
