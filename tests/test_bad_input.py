@@ -20,6 +20,7 @@ CONFIGS = {
     "BAD.toml": "[train\nsteps = 3\n",
     "BAD.json": '{"train": {"steps": 3,}}',
     "FLAT.toml": "train = 3\n",
+    "EXTRA.toml": "[train]\nsteps = 3\n[optim]\nlr = 1e-3\n",
 }
 TINY_TRAIN = ["train", "--model", "attention-tiny", "--task", "mqar", "--task-arg", "num_pairs=2", "--steps", "2"]
 
@@ -82,6 +83,7 @@ CASES = [
     (["train", "--config", "BAD.toml", "--out", OUT], "--config"),
     (["train", "--config", "BAD.json", "--out", OUT], "--config"),
     (["train", "--config", "FLAT.toml", "--out", OUT], "train"),
+    (["train", "--config", "EXTRA.toml", "--out", OUT], "optim"),
     (["eval", "--run", RUN, "--samples", "8", "--out", BELOW_A_FILE + "/m.json"], "--out"),
     (["eval", "--run", RUN, "--samples", "8", "--out", OUT], "--out"),
     (["eval", "--run", RUN, "--samples", "8", "--task-arg", "seq_len=abc"], "seq_len"),

@@ -67,6 +67,9 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         raise InputError(f"--config {path}: not valid {path.suffix[1:].upper()}: {e}") from None
     if not isinstance(spec, dict):
         raise InputError(f"--config {path}: expected a table with model, task and train sections, got {spec!r}")
+    unknown = sorted(set(spec) - {"model", "task", "train"})
+    if unknown:  # a section nothing reads would be dropped without a word
+        raise InputError(f"--config {path}: unknown section(s) {unknown}; expected model, task and train")
     for section, value in spec.items():
         if not isinstance(value, dict):
             raise InputError(f"--config {path}: section {section!r} must be a table of settings, got {value!r}")
