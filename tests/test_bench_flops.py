@@ -13,7 +13,7 @@ ops under it). What it cannot see or miscounts, and how the test handles it:
   one in place) is not in the counter's registry; it gets the out-of-place ``baddbmm``'s formula (``COUNT_ALSO``);
 * Triton kernels (CUDA only) would be invisible; on CPU none run; so are the sLSTM's loops in C
   (``ops/slstm/native.c``: the recurrent ``h R`` product of every step), so the sLSTM is counted on the PyTorch
-  loops they replace (``native.library`` reports no library while counting);
+  loops they replace (``native.unavailable`` reports the C loops unavailable while counting);
 * two fast CPU paths issue other ops than the useful matmuls the formula counts: the causal conv's C loops
   (``ops/causal_conv/native.c``, invisible; turned off while counting) or its PyTorch shifted multiply-adds
   (``ops/causal_conv/torch_conv.py: _ShiftedTaps``, elementwise, so not counted) and the mLSTM's q/k/v maps
@@ -67,7 +67,7 @@ def counted(cfg, T: int, backward: bool) -> float:
         mock.patch.object(causal_conv, "native_unfit", lambda *a: "counting FLOPs"),
         mock.patch.object(torch_conv._ShiftedTaps, "apply", _conv_as_conv1d),
         mock.patch.object(mlstm_headwise, "_GROUP_MIN_TOKENS", 1 << 62),
-        mock.patch.object(slstm_native, "library", lambda: None),
+        mock.patch.object(slstm_native, "unavailable", lambda: "counting FLOPs"),
         sdpa_kernel(SDPBackend.MATH),
         FlopCounterMode(display=False, custom_mapping=COUNT_ALSO) as fc,
     ):
