@@ -11,12 +11,12 @@ without context parallelism (DDP or FSDP2 over its group).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from .. import settings
 from ..errors import InputError
 from ..models.context_parallel import context_parallel_refusal
 
@@ -46,7 +46,7 @@ def check_context_parallel(cfg, model, task) -> None:
     n = cfg.context_parallel
     if n == 1:
         return
-    world = int(os.environ.get("WORLD_SIZE", 1))
+    world = settings.world_size()
     if world % n:
         raise InputError(
             f"context_parallel={n} must divide the number of processes ({world}; launch with torchrun "
