@@ -26,7 +26,7 @@ def test_cost_tool_writes_a_row_per_rank_count(tmp_path, layers):
     assert [r["ranks"] for r in rows] == [1, 2]
     assert all(r["activation_MiB_per_rank"] > 0 and r["step_s_per_rank"] > 0 for r in rows)
     # one rank receives nothing; two ranks receive the other's summaries, halos or keys in every layer
-    assert rows[0]["measured_received_bytes_per_layer"] == 0 < rows[1]["measured_received_bytes_per_layer"]
+    assert rows[0]["measured_received_bytes"] == 0 < rows[1]["measured_received_bytes"]
     assert "| 2 |" in (tmp_path / "cost.md").read_text()
 
 

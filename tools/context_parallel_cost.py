@@ -11,7 +11,8 @@ measures
 * its step time: forward + backward + the gradient sum over the group, the median of ``--steps`` steps after one
   warm-up, with one thread per rank;
 * the bytes it receives in the forward's collectives (counted at ``dist.all_gather``: the other ranks' parts),
-  per layer, beside the communication model of docs/context-parallel.md for the attention layers.
+  over all layers (the largest over the ranks), beside the communication model of docs/context-parallel.md per
+  attention layer.
 
 Results: a JSON file and a markdown table (``--out``, default ``context_parallel_cost.json`` / ``.md``).
 
@@ -164,7 +165,7 @@ def measure(n: int, args) -> dict:
         "activation_MiB_per_rank": max(r["activation_bytes"] for r in ranks) / 2**20,
         "step_s_per_rank": max(r["step_s"] for r in ranks),
         "received_bytes_per_layer": received_bytes(n, args) if args.layers == "attention" else {},
-        "measured_received_bytes_per_layer": max(r["received_bytes"] for r in ranks) / len(LAYERS[args.layers][0]),
+        "measured_received_bytes": max(r["received_bytes"] for r in ranks),
     }
 
 
@@ -175,8 +176,8 @@ def markdown(rows: list[dict], args) -> str:
         f"T = {args.seq_len}, batch {args.batch}, d_model {args.d_model}, {DESCRIPTION[args.layers]}, float32, one "
         "thread per gloo rank",
         "",
-        "| ranks N | activation memory per rank (MiB) | x of N = 1 | step time per rank (s) | received per layer, "
-        "measured (KiB)"
+        "| ranks N | activation memory per rank (MiB) | x of N = 1 | step time per rank (s) | received in the "
+        "forward, all layers, measured (KiB)"
         + (
             " | K/V all-gather, model (KiB) | window halo, model (KiB) | conv halo, model (KiB) |"
             if model_cols
@@ -187,7 +188,7 @@ def markdown(rows: list[dict], args) -> str:
     for r in rows:
         line = (
             f"| {r['ranks']} | {r['activation_MiB_per_rank']:.1f} | {r['activation_MiB_per_rank'] / base:.2f} | "
-            f"{r['step_s_per_rank']:.3f} | {r['measured_received_bytes_per_layer'] / 1024:.1f} |"
+            f"{r['step_s_per_rank']:.3f} | {r['measured_received_bytes'] / 1024:.1f} |"
         )
         if model_cols:
             kv, halo, conv = r["received_bytes_per_layer"].values()
