@@ -24,6 +24,14 @@ def square(config, run_dir):
     return {"y": config["x"] ** 2}
 
 
+def chatty(config, run_dir):
+    """A sweep run that logs one INFO line on a seqzoo logger, as the ops do when they pick an implementation."""
+    import logging
+
+    logging.getLogger("seqzoo.kernels").info("worker run x=%s", config["x"])
+    return {"y": config["x"]}
+
+
 @pytest.fixture(scope="module")
 def parser():
     return make_parser()
@@ -206,6 +214,20 @@ def test_sweep_bar_counts_every_run_and_found_runs_as_done(tmp_path, capsys):
     assert "4/4" in err and "3/4" not in err.split("4/4")[-1], err  # the duplicate finishes with its run
     run_sweep(specs, tmp_path / "quiet", log=lambda *_: None, code="v", progress=False)
     assert "runs:" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verbose", [True, False])
+def test_spawned_sweep_workers_log_at_the_command_lines_level(tmp_path, capfd, verbose):
+    """``seqzoo -v zoo --procs 2``: the runs happen in spawned workers, which log at the parent's level."""
+    from seqzoo.cli_logging import command_logging
+
+    specs = [RunSpec.of("test_cli_conventions:chatty", {"x": x}, {"x": x}) for x in (1, 2)]
+    with command_logging(1 if verbose else 0):
+        run_sweep(specs, tmp_path, procs=2, log=lambda *_: None, code="v", progress=False)
+    err = capfd.readouterr().err
+    assert ("seqzoo.kernels: worker run x=1" in err and "worker run x=2" in err) == verbose, err
+    if not verbose:
+        assert "worker run" not in err, err
 
 
 def test_quiet_turns_off_the_experiment_bars(monkeypatch):

@@ -17,9 +17,11 @@ import contextlib
 import contextvars
 import importlib
 import json
+import logging
 import multiprocessing as mp
 import os
 import random
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -67,13 +69,20 @@ def _pin_one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _init_worker() -> None:
-    """A spawned worker: one thread, and the command line's malloc setting, which a new process does not inherit
-    (host_memory.py). The parent keeps whatever malloc its caller chose."""
+def _init_worker(log_level: int = logging.WARNING) -> None:
+    """A spawned worker: one thread, the command line's malloc setting (host_memory.py) and its ``seqzoo`` log level,
+    which a new process does not inherit: under ``seqzoo -v`` the workers too say which implementation each op runs.
+    The parent keeps whatever malloc its caller chose."""
     from ..host_memory import apply_malloc_setting
 
     apply_malloc_setting()
     _pin_one_thread()
+    if log_level < logging.WARNING:
+        logger = logging.getLogger("seqzoo")
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(log_level)
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -168,7 +177,9 @@ def run_sweep(
             log(f"[sweep] {_label(rec)}: {rec['status']}")
 
     if procs > 1 and len(jobs) > 1:
-        with mp.get_context("spawn").Pool(min(procs, len(jobs)), initializer=_init_worker) as pool:
+        with mp.get_context("spawn").Pool(
+            min(procs, len(jobs)), initializer=_init_worker, initargs=(logging.getLogger("seqzoo").getEffectiveLevel(),)
+        ) as pool:
             for (i, _), rec in zip(jobs, pool.imap(_execute, [j for _, j in jobs])):
                 finished(i, rec)
             # let the workers exit on their own: the with-block's terminate() kills them before their finalisers
