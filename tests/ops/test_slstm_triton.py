@@ -1,0 +1,136 @@
+"""The Triton sLSTM forward (seqzoo/ops/slstm/triton.py) against the naive loop, under Triton's CPU interpreter.
+
+Tiny shapes (the interpreter runs every program in Python): outputs and final (h, c, n, m) of ``mode="triton"``
+in float32 against ``slstm_naive`` in float64 on the same inputs, with and without an initial state, batch > 1 and
+over one batch tile, several heads, a head width that is not a power of two, and packed documents
+(``segment_pos`` resets); and the refusals (gradients, wide heads, no way to run Triton, bad dtypes).
+"""
+
+import pytest
+import torch
+from helpers import DEV, assert_close, needs_triton
+
+from seqzoo.errors import InputError
+from seqzoo.ops.slstm import choose_implementation, slstm, slstm_naive
+
+f32 = torch.float32
+
+
+def inputs(B, T, H, d, with_state, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    wx = torch.randn(B, T, H, 4, d, generator=g, dtype=torch.float64)
+    R = 0.3 * torch.randn(H, d, 4, d, generator=g, dtype=torch.float64)
+    state = None
+    if with_state:
+        h, c, n, m = (torch.randn(B, H * d, generator=g, dtype=torch.float64) for _ in range(4))
+        state = (h, c, n.abs() + 1, m)  # the normaliser n >= 1, as a previous call leaves it
+    return wx, R, state
+
+
+def segments(B, T, seed=0):
+    """``segment_pos (B, T)``: row 0 continues the carried state then starts documents inside the call, row 1
+    starts at 0, later rows random; every row has at least one start after t = 0."""
+    g = torch.Generator().manual_seed(seed)
+    pos = torch.empty(B, T, dtype=torch.int64)
+    for b in range(B):
+        starts = torch.rand(T, generator=g) < 0.3
+        starts[0] = b == 1
+        starts[T // 2] = True
+        p = 0 if starts[0] else 5  # a row that does not start at 0 continues a document begun earlier
+        for t in range(T):
+            p = 0 if starts[t] else p + 1
+            pos[b, t] = p
+    return pos
+
+
+def check_forward(B, T, H, d, with_state, packed):
+    wx, R, state = inputs(B, T, H, d, with_state)
+    seg = segments(B, T) if packed else None
+
+    def f(x):
+        return x.to(DEV, f32)
+
+    def r(x):  # the reference reads the same float32-rounded inputs, in float64
+        return x.float().double()
+
+    y, final = slstm(f(wx), f(R), None if state is None else tuple(map(f, state)), mode="triton", segment_pos=seg)
+    yr, fr = slstm_naive(r(wx), r(R), None if state is None else tuple(map(r, state)), segment_pos=seg)
+    assert y.shape == (B, T, H, d) and y.dtype == f32
+    assert_close(y, yr, dtype=f32, name="h")
+    for name, a, b in zip(("h_T", "c_T", "n_T", "m_T"), final, fr):
+        assert a.shape == (B, H * d) and a.dtype == f32
+        assert_close(a, b, dtype=f32, name=name)
+
+
+@needs_triton
+@pytest.mark.parametrize("with_state", [False, True], ids=["fresh", "state"])
+@pytest.mark.parametrize(
+    "B, T, H, d",
+    [
+        pytest.param(1, 9, 1, 4, id="B1-H1-d4"),
+        pytest.param(3, 13, 2, 5, id="B3-H2-d5"),
+        pytest.param(18, 6, 3, 16, id="B18-two-tiles-H3-d16"),
+    ],
+)
+def test_triton_forward_matches_naive(B, T, H, d, with_state):
+    check_forward(B, T, H, d, with_state, packed=False)
+
+
+@needs_triton
+@pytest.mark.parametrize("with_state", [False, True], ids=["fresh", "state"])
+def test_triton_forward_resets_at_document_starts(with_state):
+    check_forward(4, 14, 2, 5, with_state, packed=True)
+
+
+@needs_triton
+def test_triton_split_with_state_equals_whole():
+    """Two calls, the second from the first's final state, give the one call's outputs and final state."""
+    wx, R, _ = inputs(2, 12, 2, 4, with_state=False)
+    wx, R = wx.to(DEV, f32), R.to(DEV, f32)
+    y, s = slstm(wx, R, mode="triton")
+    y1, s1 = slstm(wx[:, :5], R, mode="triton")
+    y2, s2 = slstm(wx[:, 5:], R, s1, mode="triton")
+    assert_close(torch.cat([y1, y2], 1), y, atol=1e-6)
+    for a, b in zip(s2, s):
+        assert_close(a, b, atol=1e-6)
+
+
+@needs_triton
+def test_triton_refuses_inputs_that_require_grad():
+    wx, R, state = inputs(2, 3, 2, 4, with_state=True)
+    wx, R = wx.to(DEV, f32), R.to(DEV, f32)
+    state = tuple(s.to(DEV, f32) for s in state)
+    with pytest.raises(InputError, match="no backward yet.*wx"):
+        slstm(wx.requires_grad_(), R, mode="triton")
+    with pytest.raises(InputError, match="no backward yet.*c"):
+        slstm(wx.detach(), R, (state[0], state[1].requires_grad_(), *state[2:]), mode="triton")
+    with torch.no_grad():  # no gradient is recorded here, so the forward runs
+        y, _ = slstm(wx, R, mode="triton")
+    assert torch.isfinite(y).all()
+
+
+@needs_triton
+def test_triton_refuses_bad_inputs():
+    wx, R, _ = inputs(1, 3, 1, 65, with_state=False)
+    with pytest.raises(InputError, match="d <= 64"):
+        slstm(wx.to(DEV, f32), R.to(DEV, f32), mode="triton")
+    wx, R, _ = inputs(1, 3, 1, 4, with_state=False)
+    with pytest.raises(InputError, match="float64"):
+        slstm(wx.to(DEV), R.to(DEV), mode="triton")
+    with pytest.raises(InputError, match="T >= 1"):
+        slstm(wx[:, :0].to(DEV, f32), R.to(DEV, f32), mode="triton")
+
+
+def test_triton_mode_refused_where_triton_cannot_run(monkeypatch):
+    """No CUDA and no interpreter (or no triton): an InputError naming the op, before any work."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    wx = torch.zeros(1, 2, 1, 4, 4)
+    with pytest.raises(InputError, match="slstm: "):
+        choose_implementation("triton", wx)
+    with pytest.raises(InputError, match="slstm: "):
+        slstm(wx, torch.zeros(1, 4, 4, 4), mode="triton")
+
+
+def test_auto_never_chooses_triton():
+    """Without a backward the kernel is explicit-only: ``auto`` keeps the PyTorch / C loops."""
+    assert choose_implementation("auto", torch.zeros(1, 2, 1, 4, 4)).name in ("native", "fused")
