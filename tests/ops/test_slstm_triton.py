@@ -134,3 +134,39 @@ def test_triton_mode_refused_where_triton_cannot_run(monkeypatch):
 def test_auto_never_chooses_triton():
     """Without a backward the kernel is explicit-only: ``auto`` keeps the PyTorch / C loops."""
     assert choose_implementation("auto", torch.zeros(1, 2, 1, 4, 4)).name in ("native", "fused")
+
+
+def test_aot_check_covers_the_kernel_at_the_head_dims_it_takes():
+    """``seqzoo kernels check`` captures the kernel at preset head dims up to 64 and lists wider ones as refused."""
+    from seqzoo.bench import aot
+
+    scs = aot.scenarios({"slstm": [16, 40, 64, 192]}, ["bfloat16"], ["state"])
+    assert [s["d"] for s in scs if s["op"] == "slstm"] == [16, 40, 64]
+    assert aot.not_launched({"slstm": [64, 192]}) == [
+        "slstm d=192: mode='triton' keeps R on chip for head dims d <= 64"
+    ]
+
+
+@needs_triton
+def test_kernel_is_autotuned_with_the_resource_prune_hook():
+    import triton
+
+    from seqzoo.bench.aot import SLSTM_MAX_HEAD_DIM
+    from seqzoo.kernels import prune
+    from seqzoo.ops.slstm import triton as k
+
+    assert isinstance(k._slstm_fwd_kernel, triton.runtime.Autotuner)
+    assert isinstance(k._slstm_fwd_kernel.early_config_prune, prune.ResourcePrune)
+    assert k.MAX_HEAD_DIM == SLSTM_MAX_HEAD_DIM
+
+
+@pytest.mark.slow
+def test_widest_head_compiles_for_sm90_with_a_kept_config_without_spills(tmp_path):
+    """d = 64 at float32 (R: 64 KiB on chip) compiled ahead of time for sm_90: at least one autotune config keeps
+    R without spilling (the prune hook drops the others), and no pointer offset can wrap in 32 bits."""
+    from seqzoo.bench import aot
+
+    rows = aot.check(["sm_90"], ["float32"], ["state"], sizes={"slstm": [64]}, cache_dir=str(tmp_path))
+    assert rows and all(r["status"] == "ok" and r["i32_offsets"] == 0 for r in rows)
+    kept = [r for r in rows if r["kept"]]
+    assert kept and all(r["spill_bytes"] == 0 for r in kept)

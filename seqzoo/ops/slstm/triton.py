@@ -24,13 +24,20 @@ import triton
 import triton.language as tl
 
 from ...errors import InputError
-from ...kernels._common import check_float, next_pow2
+from ...kernels._common import check_float, configs, next_pow2
+from ...kernels.prune import autotune
 from .common import check_inputs
 
 # Largest head width whose four (d, d) fp32 gate blocks are kept on chip: 4·64·64·4 B = 64 KiB per program,
 # spread over the program's registers. Wider heads would need R streamed from memory every step.
 MAX_HEAD_DIM = 64
 BLOCK_B = 16  # batch rows per program; tl.dot needs tiles of at least 16 on each side
+
+# warps per program: more warps spread R over more registers (fewer per thread) but share one step's short work
+_FWD_CONFIGS = configs(
+    [triton.Config({}, num_warps=nw) for nw in (2, 4, 8)],
+    triton.Config({}, num_warps=4),
+)
 
 
 @triton.jit
@@ -59,6 +66,7 @@ def _gate_block(R_ptr, head_base, rows, cols, gate, d, mask2):
     return tl.load(p, mask=mask2, other=0.0).to(tl.float32)
 
 
+@autotune(configs=_FWD_CONFIGS, key=["d", "HAS_STATE", "HAS_SEG"])
 @triton.jit
 def _slstm_fwd_kernel(
     wx_ptr,
