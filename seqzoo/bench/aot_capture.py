@@ -4,7 +4,7 @@ Run as ``TRITON_INTERPRET=1 python -m seqzoo.bench.aot_capture < scenarios.json 
 does this in a subprocess: the interpreter must be chosen before triton is imported). Each scenario calls an op
 dispatcher (``ops.mlstm.mlstm``, ``ops.gateloop.gateloop``, ``ops.rglru.rglru`` / ``linear_scan``,
 ``ops.causal_conv.causal_conv1d``, ``ops.slstm.slstm``) with ``mode="triton"`` at the requested head dims, chunk
-size and dtype, forward and (for ``train``) backward (``slstm``: forward only, it has no Triton backward yet). ``InterpretedFunction.run`` is replaced by a recorder, so the launch code runs for real
+size and dtype, forward and (for ``train``) backward. ``InterpretedFunction.run`` is replaced by a recorder, so the launch code runs for real
 (argument order, dtypes, constexprs, grid) but no kernel executes: shapes as large as the presets' cost nothing.
 ``dot_dtype`` is switched to its GPU answer (bf16/fp16 ``tl.dot`` operands for 16-bit inputs), the one place where
 the launch code's constexprs differ between the interpreter and a GPU. The autotune config's own keys (``BV``,
@@ -154,12 +154,13 @@ def scenario(sc: dict) -> None:
         from ..ops.slstm import slstm
 
         d = sc["d"]
-        wx = torch.randn(B, T, H, 4, d).to(dt)
-        R = (0.1 * torch.randn(H, d, 4, d)).to(dt)
+        wx, R = _leaf(B, T, H, 4, d, dtype=dt), _leaf(H, d, 4, d, dtype=dt, scale=0.1)
         state = None if train else tuple(torch.zeros(B, H * d) for _ in range(4))
         seg = torch.ones(B, T, dtype=torch.long) if sc.get("segments") else None
-        with torch.no_grad():  # the kernel is forward only: "train" compiles the fresh-state launch
-            slstm(wx, R, state, mode="triton", segment_pos=seg)
+        with torch.set_grad_enabled(train):  # "state": the inference launch that saves nothing for a backward
+            h, st = slstm(wx, R, state, mode="triton", segment_pos=seg)
+        if train:
+            _backward([h, *st], [wx, R])
     else:
         raise InputError(f"unknown op {sc['op']!r}")
 

@@ -1,14 +1,15 @@
-"""The Triton sLSTM forward (seqzoo/ops/slstm/triton.py) against the naive loop, under Triton's CPU interpreter.
+"""The Triton sLSTM (seqzoo/ops/slstm/triton.py) against the naive loop, under Triton's CPU interpreter.
 
-Tiny shapes (the interpreter runs every program in Python): outputs and final (h, c, n, m) of ``mode="triton"``
-in float32 against ``slstm_naive`` in float64 on the same inputs, with and without an initial state, batch > 1 and
-over one batch tile, several heads, a head width that is not a power of two, and packed documents
-(``segment_pos`` resets); and the refusals (gradients, wide heads, no way to run Triton, bad dtypes).
+Tiny shapes (the interpreter runs every program in Python): outputs, final (h, c, n, m) and the gradients of wx, R
+and the initial state of ``mode="triton"`` in float32 against ``slstm_naive`` in float64 on the same inputs, with
+and without an initial state, batch > 1 and over one batch tile, several heads, a head width that is not a power of
+two, and packed documents (``segment_pos`` resets); the refusals (wide heads, no way to run Triton, bad dtypes);
+the ahead-of-time compile rows of ``seqzoo kernels check``.
 """
 
 import pytest
 import torch
-from helpers import DEV, assert_close, needs_triton
+from helpers import DEV, assert_close, check_against_reference, needs_triton
 
 from seqzoo.errors import InputError
 from seqzoo.ops.slstm import choose_implementation, slstm, slstm_naive
@@ -43,23 +44,28 @@ def segments(B, T, seed=0):
     return pos
 
 
-def check_forward(B, T, H, d, with_state, packed):
+def check_against_naive(B, T, H, d, with_state, packed):
     wx, R, state = inputs(B, T, H, d, with_state)
     seg = segments(B, T) if packed else None
 
-    def f(x):
-        return x.to(DEV, f32)
+    def cell(fn):
+        def run(wx, R, h0, c0, n0, m0, seg):
+            h, st = fn(wx, R, None if h0 is None else (h0, c0, n0, m0), segment_pos=seg)
+            assert h.shape == (B, T, H, d) and all(s.shape == (B, H * d) for s in st)
+            return (h, *st)
 
-    def r(x):  # the reference reads the same float32-rounded inputs, in float64
-        return x.float().double()
+        return run
 
-    y, final = slstm(f(wx), f(R), None if state is None else tuple(map(f, state)), mode="triton", segment_pos=seg)
-    yr, fr = slstm_naive(r(wx), r(R), None if state is None else tuple(map(r, state)), segment_pos=seg)
-    assert y.shape == (B, T, H, d) and y.dtype == f32
-    assert_close(y, yr, dtype=f32, name="h")
-    for name, a, b in zip(("h_T", "c_T", "n_T", "m_T"), final, fr):
-        assert a.shape == (B, H * d) and a.dtype == f32
-        assert_close(a, b, dtype=f32, name=name)
+    check_against_reference(
+        cell(lambda *a, **k: slstm(*a, mode="triton", **k)),
+        cell(slstm_naive),
+        [x.to(DEV, f32) for x in (wx, R)]
+        + [None if state is None else x.to(DEV, f32) for x in state or [None] * 4]
+        + [seg],
+        dtype=f32,
+        out_names=["h", "h_T", "c_T", "n_T", "m_T"],
+        in_names=["wx", "R", "h0", "c0", "n0", "m0", "segment_pos"],
+    )
 
 
 @needs_triton
@@ -72,14 +78,14 @@ def check_forward(B, T, H, d, with_state, packed):
         pytest.param(18, 6, 3, 16, id="B18-two-tiles-H3-d16"),
     ],
 )
-def test_triton_forward_matches_naive(B, T, H, d, with_state):
-    check_forward(B, T, H, d, with_state, packed=False)
+def test_triton_matches_naive(B, T, H, d, with_state):
+    check_against_naive(B, T, H, d, with_state, packed=False)
 
 
 @needs_triton
 @pytest.mark.parametrize("with_state", [False, True], ids=["fresh", "state"])
-def test_triton_forward_resets_at_document_starts(with_state):
-    check_forward(4, 14, 2, 5, with_state, packed=True)
+def test_triton_resets_at_document_starts(with_state):
+    check_against_naive(4, 14, 2, 5, with_state, packed=True)
 
 
 @needs_triton
@@ -96,17 +102,21 @@ def test_triton_split_with_state_equals_whole():
 
 
 @needs_triton
-def test_triton_refuses_inputs_that_require_grad():
-    wx, R, state = inputs(2, 3, 2, 4, with_state=True)
-    wx, R = wx.to(DEV, f32), R.to(DEV, f32)
-    state = tuple(s.to(DEV, f32) for s in state)
-    with pytest.raises(InputError, match="no backward yet.*wx"):
-        slstm(wx.requires_grad_(), R, mode="triton")
-    with pytest.raises(InputError, match="no backward yet.*c"):
-        slstm(wx.detach(), R, (state[0], state[1].requires_grad_(), *state[2:]), mode="triton")
-    with torch.no_grad():  # no gradient is recorded here, so the forward runs
-        y, _ = slstm(wx, R, mode="triton")
-    assert torch.isfinite(y).all()
+def test_triton_gradient_of_R_alone_and_the_no_grad_forward():
+    """Only R requires grad (the backward still runs the whole chain); under no_grad the forward that saves
+    nothing gives the same outputs as the one that saves for the backward."""
+    wx, R, _ = inputs(2, 6, 2, 4, with_state=False)
+    seg = segments(2, 6)
+    Rk = R.to(DEV, f32).requires_grad_()
+    Rr = R.float().double().requires_grad_()
+    y, st = slstm(wx.to(DEV, f32), Rk, mode="triton", segment_pos=seg)
+    yr, str_ = slstm_naive(wx.float().double(), Rr, segment_pos=seg)
+    (dR,) = torch.autograd.grad(y.double().sum() + st[1].double().sum(), Rk)
+    (dRr,) = torch.autograd.grad(yr.sum() + str_[1].sum(), Rr)
+    assert_close(dR, dRr, dtype=f32, scale=3.0, name="dR")
+    with torch.no_grad():
+        y0, st0 = slstm(wx.to(DEV, f32), Rk, mode="triton", segment_pos=seg)
+    assert torch.equal(y0, y.detach()) and all(torch.equal(a, b.detach()) for a, b in zip(st0, st))
 
 
 @needs_triton
@@ -162,11 +172,15 @@ def test_kernel_is_autotuned_with_the_resource_prune_hook():
 
 @pytest.mark.slow
 def test_widest_head_compiles_for_sm90_with_a_kept_config_without_spills(tmp_path):
-    """d = 64 at float32 (R: 64 KiB on chip) compiled ahead of time for sm_90: at least one autotune config keeps
-    R without spilling (the prune hook drops the others), and no pointer offset can wrap in 32 bits."""
+    """d = 64 at float32 (R: 64 KiB on chip) compiled ahead of time for sm_90, the forward (with and without saving
+    for the backward) and the backward: each launch has an autotune config that keeps R without spilling (the prune
+    hook drops the others), and no pointer offset can wrap in 32 bits."""
     from seqzoo.bench import aot
 
-    rows = aot.check(["sm_90"], ["float32"], ["state"], sizes={"slstm": [64]}, cache_dir=str(tmp_path))
+    rows = aot.check(["sm_90"], ["float32"], ["train", "state"], sizes={"slstm": [64]}, cache_dir=str(tmp_path))
     assert rows and all(r["status"] == "ok" and r["i32_offsets"] == 0 for r in rows)
-    kept = [r for r in rows if r["kept"]]
-    assert kept and all(r["spill_bytes"] == 0 for r in kept)
+    launches = {(r["kernel"], r["constexprs"]) for r in rows}
+    assert {k for k, _ in launches} == {"_slstm_fwd_kernel", "_slstm_bwd_kernel"} and len(launches) == 3
+    for launch in launches:
+        kept = [r for r in rows if (r["kernel"], r["constexprs"]) == launch and r["kept"]]
+        assert kept and all(r["spill_bytes"] == 0 for r in kept), launch

@@ -3,8 +3,8 @@
 There is no parallel form (the recurrent matrix R mixes h_{t-1} into every gate), so every mode is a loop
 over T; they differ only in how much each step costs. ``"auto"``: ``"native"`` (the loops in C, built on first use
 by ``native.py``) on CPU where a C compiler builds it, else ``"fused"`` (``choose_implementation`` decides). README.md holds the derivation and measured times.
-``"triton"`` (``triton.py``, explicit only): the forward as one Triton kernel with R held on chip; no backward yet,
-so it refuses inputs that require grad, and ``"auto"`` does not choose it.
+``"triton"`` (``triton.py``, explicit only): forward and BPTT as Triton kernels with R held on chip; ``"auto"`` does
+not choose it (it has not been timed on a GPU).
 Every mode takes ``segment_pos (B, T)`` (packed documents): the state is reset to the fresh one where it is 0.
 """
 
