@@ -184,3 +184,45 @@ def test_widest_head_compiles_for_sm90_with_a_kept_config_without_spills(tmp_pat
     for launch in launches:
         kept = [r for r in rows if (r["kernel"], r["constexprs"]) == launch and r["kept"]]
         assert kept and all(r["spill_bytes"] == 0 for r in kept), launch
+
+
+@needs_triton
+def test_slstm_layer_with_the_triton_cell_matches_the_naive_cell():
+    """The sLSTM layer (mixer "slstm", float32) with ``cell_mode="triton"``: output, final state and every
+    parameter gradient as with ``cell_mode="naive"``, on packed rows."""
+    from seqzoo import build_mixer
+
+    def layer(cell_mode):
+        torch.manual_seed(0)
+        m = build_mixer("slstm", d_model=8, n_heads=2, conv_size=4, cell_mode=cell_mode).to(DEV)
+        with torch.no_grad():
+            m.R.normal_(0, 0.3)  # R = 0 at init would hide a wrong recurrent gradient
+            m.bias.normal_(0, 1.0)
+        return m
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 10, 8, generator=g).to(DEV)
+    w = torch.randn(2, 10, 8, generator=g).to(DEV)
+    pos = torch.tensor([[0, 1, 2, 0, 1, 2, 3, 4, 0, 1], [3, 4, 5, 6, 0, 1, 2, 3, 4, 5]])
+    got, want = [], []
+    for mode, out in (("triton", got), ("naive", want)):
+        m = layer(mode)
+        y, s = m(x, segment_pos=pos)
+        loss = (y * w).sum() + sum(t.square().sum() for t in (s.h, s.c, s.n))
+        out.extend([y, s.h, s.c, s.n, *torch.autograd.grad(loss, list(m.parameters()))])
+    for a, b in zip(got, want, strict=True):
+        assert_close(a, b, dtype=f32, scale=3.0)
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_triton_16bit_inputs_match_naive_on_the_same_rounded_inputs(dtype):
+    """16-bit wx and R: fp32 arithmetic inside, h written in the input dtype, final state fp32."""
+    wx, R, state = inputs(3, 7, 2, 5, with_state=True)
+    wx16, R16 = wx.to(dtype), R.to(dtype)
+    y, st = slstm(wx16.to(DEV), R16.to(DEV), tuple(s.float().to(DEV) for s in state), mode="triton")
+    yr, sr = slstm_naive(wx16.double(), R16.double(), tuple(s.float().double() for s in state))
+    assert y.dtype == dtype and all(s.dtype == f32 for s in st)
+    assert_close(y, yr, dtype=dtype, name="h")
+    for name, a, b in zip(("h_T", "c_T", "n_T", "m_T"), st, sr):
+        assert_close(a, b, dtype=f32, name=name)
