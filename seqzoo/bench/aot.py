@@ -113,10 +113,9 @@ def scenarios(sizes: dict[str, list], dtypes: Iterable[str], modes: Iterable[str
             for d in sizes.get("slstm", []):
                 if d > SLSTM_MAX_HEAD_DIM:  # refused by ops/slstm/triton.py: listed by not_launched
                     continue
-                add(
-                    {"op": "slstm", "dtype": dt, "mode": mode, "T": 16, "d": d},
-                    ("slstm", dt, mode, _pow2(d), d % 16 == 0),
-                )
+                for packed in (False, True):  # packed documents compile the segment_pos resets into the loop
+                    sc = {"op": "slstm", "dtype": dt, "mode": mode, "T": 16, "d": d, "segments": packed}
+                    add(sc, ("slstm", dt, mode, _pow2(d), d % 16 == 0, packed))
             for C, k in sizes.get("conv", []):
                 sc = {"op": "causal_conv", "dtype": dt, "mode": mode, "T": 128, "C": C, "k": k}
                 add(sc, ("conv", dt, mode, k, C % 16 == 0))

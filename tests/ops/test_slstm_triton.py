@@ -151,7 +151,9 @@ def test_aot_check_covers_the_kernel_at_the_head_dims_it_takes():
     from seqzoo.bench import aot
 
     scs = aot.scenarios({"slstm": [16, 40, 64, 192]}, ["bfloat16"], ["state"])
-    assert [s["d"] for s in scs if s["op"] == "slstm"] == [16, 40, 64]
+    assert [(s["d"], s["segments"]) for s in scs if s["op"] == "slstm"] == [
+        (d, packed) for d in (16, 40, 64) for packed in (False, True)
+    ]
     assert aot.not_launched({"slstm": [64, 192]}) == [
         "slstm d=192: mode='triton' keeps R on chip for head dims d <= 64"
     ]
@@ -180,7 +182,8 @@ def test_widest_head_compiles_for_sm90_with_a_kept_config_without_spills(tmp_pat
     rows = aot.check(["sm_90"], ["float32"], ["train", "state"], sizes={"slstm": [64]}, cache_dir=str(tmp_path))
     assert rows and all(r["status"] == "ok" and r["i32_offsets"] == 0 for r in rows)
     launches = {(r["kernel"], r["constexprs"]) for r in rows}
-    assert {k for k, _ in launches} == {"_slstm_fwd_kernel", "_slstm_bwd_kernel"} and len(launches) == 3
+    # forward saving / not saving and backward, each with and without segment_pos resets
+    assert {k for k, _ in launches} == {"_slstm_fwd_kernel", "_slstm_bwd_kernel"} and len(launches) == 6
     for launch in launches:
         kept = [r for r in rows if (r["kernel"], r["constexprs"]) == launch and r["kept"]]
         assert kept and all(r["spill_bytes"] == 0 for r in kept), launch
