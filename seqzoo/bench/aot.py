@@ -40,6 +40,7 @@ from ..kernels.switch import chunk_halvings
 from .aot_summary import summary_markdown
 
 TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100}
+SLSTM_MAX_HEAD_DIM = 64  # ops/slstm/triton.py: MAX_HEAD_DIM (that module imports triton; this one must not)
 DTYPES = ("float32", "bfloat16", "float16")
 MODES = ("train", "state")
 
@@ -49,17 +50,17 @@ def preset_sizes() -> dict[str, list]:
     """The sizes the presets give each op, read from the mixers the presets build (on the meta device).
 
     ``mlstm``: (qk head dim, v head dim, chunk), the chunk also halved down to 16; ``gateloop``: (K, V, chunk) of multi-head presets (d_h > 1; max-heads
-    presets take the scan path); ``rglru``: d_rnn; ``conv``: (channels, width)."""
+    presets take the scan path); ``rglru``: d_rnn; ``conv``: (channels, width); ``slstm``: head dim d."""
     import torch
 
     from ..mixers import MIXERS
     from ..models.presets import PRESETS
 
-    out: dict[str, set] = {"mlstm": set(), "gateloop": set(), "rglru": set(), "conv": set()}
+    out: dict[str, set] = {"mlstm": set(), "gateloop": set(), "rglru": set(), "conv": set(), "slstm": set()}
     for preset in PRESETS.values():
         cfg = preset.config()
         for name in set(cfg.pattern):
-            if name not in ("mlstm", "gateloop", "rglru"):
+            if name not in ("mlstm", "gateloop", "rglru", "slstm"):
                 continue
             with torch.device("meta"):
                 m = MIXERS[name](d_model=cfg.d_model, **dict(cfg.mixer_kwargs.get(name, {})))
@@ -73,6 +74,8 @@ def preset_sizes() -> dict[str, list]:
             elif name == "rglru":
                 out["rglru"].add(m.d_rnn)
                 out["conv"].add((m.d_rnn, m.conv_size))
+            elif name == "slstm":
+                out["slstm"].add(m.head_dim)
     return {k: sorted(v) for k, v in out.items()}
 
 
@@ -107,6 +110,12 @@ def scenarios(sizes: dict[str, list], dtypes: Iterable[str], modes: Iterable[str
             for R in sizes.get("rglru", []):
                 for op in ("rglru", "linear_scan"):
                     add({"op": op, "dtype": dt, "mode": mode, "T": 128, "R": R}, (op, dt, mode, R % 16 == 0))
+            for d in sizes.get("slstm", []):
+                if d > SLSTM_MAX_HEAD_DIM:  # refused by ops/slstm/triton.py: listed by not_launched
+                    continue
+                for packed in (False, True):  # packed documents compile the segment_pos resets into the loop
+                    sc = {"op": "slstm", "dtype": dt, "mode": mode, "T": 16, "d": d, "segments": packed}
+                    add(sc, ("slstm", dt, mode, _pow2(d), d % 16 == 0, packed))
             for C, k in sizes.get("conv", []):
                 sc = {"op": "causal_conv", "dtype": dt, "mode": mode, "T": 128, "C": C, "k": k}
                 add(sc, ("conv", dt, mode, k, C % 16 == 0))
@@ -122,8 +131,12 @@ def not_launched(sizes: dict[str, list]) -> list[str]:
     for K, V, L in sizes.get("mlstm", []):
         if qk_head_unfit(K) is not None:
             tiles.setdefault((K, V), []).append(L)
-    return [
+    refused = [
         f"mlstm K={K} V={V} chunk {'/'.join(map(str, sorted(Ls)))}: {qk_head_unfit(K)}" for (K, V), Ls in tiles.items()
+    ]
+    wide = [d for d in sizes.get("slstm", []) if d > SLSTM_MAX_HEAD_DIM]
+    return refused + [
+        f"slstm d={d}: mode='triton' keeps R on chip for head dims d <= {SLSTM_MAX_HEAD_DIM}" for d in wide
     ]
 
 

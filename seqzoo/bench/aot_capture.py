@@ -3,8 +3,8 @@
 Run as ``TRITON_INTERPRET=1 python -m seqzoo.bench.aot_capture < scenarios.json > launches.json`` (``aot.capture``
 does this in a subprocess: the interpreter must be chosen before triton is imported). Each scenario calls an op
 dispatcher (``ops.mlstm.mlstm``, ``ops.gateloop.gateloop``, ``ops.rglru.rglru`` / ``linear_scan``,
-``ops.causal_conv.causal_conv1d``) with ``mode="triton"`` at the requested head dims, chunk size and dtype, forward
-and (for ``train``) backward. ``InterpretedFunction.run`` is replaced by a recorder, so the launch code runs for real
+``ops.causal_conv.causal_conv1d``, ``ops.slstm.slstm``) with ``mode="triton"`` at the requested head dims, chunk
+size and dtype, forward and (for ``train``) backward. ``InterpretedFunction.run`` is replaced by a recorder, so the launch code runs for real
 (argument order, dtypes, constexprs, grid) but no kernel executes: shapes as large as the presets' cost nothing.
 ``dot_dtype`` is switched to its GPU answer (bf16/fp16 ``tl.dot`` operands for 16-bit inputs), the one place where
 the launch code's constexprs differ between the interpreter and a GPU. The autotune config's own keys (``BV``,
@@ -150,6 +150,17 @@ def scenario(sc: dict) -> None:
         y, st = causal_conv1d(x, w, bias, state, seg, mode="triton", activation=sc.get("activation"))
         if train:
             _backward([y], [x, w, bias])
+    elif sc["op"] == "slstm":
+        from ..ops.slstm import slstm
+
+        d = sc["d"]
+        wx, R = _leaf(B, T, H, 4, d, dtype=dt), _leaf(H, d, 4, d, dtype=dt, scale=0.1)
+        state = None if train else tuple(torch.zeros(B, H * d) for _ in range(4))
+        seg = torch.ones(B, T, dtype=torch.long) if sc.get("segments") else None
+        with torch.set_grad_enabled(train):  # "state": the inference launch that saves nothing for a backward
+            h, st = slstm(wx, R, state, mode="triton", segment_pos=seg)
+        if train:
+            _backward([h, *st], [wx, R])
     else:
         raise InputError(f"unknown op {sc['op']!r}")
 
@@ -163,6 +174,7 @@ def capture(scenarios: list[dict]) -> list[dict]:
     from ..ops.gateloop import triton as _g  # noqa: F401
     from ..ops.mlstm import triton as _m  # noqa: F401
     from ..ops.rglru import triton as _r  # noqa: F401
+    from ..ops.slstm import triton as _s  # noqa: F401
 
     records: list = []
     label = [""]

@@ -3,6 +3,8 @@
 There is no parallel form (the recurrent matrix R mixes h_{t-1} into every gate), so every mode is a loop
 over T; they differ only in how much each step costs. ``"auto"``: ``"native"`` (the loops in C, built on first use
 by ``native.py``) on CPU where a C compiler builds it, else ``"fused"`` (``choose_implementation`` decides). README.md holds the derivation and measured times.
+``"triton"`` (``triton.py``, explicit only): forward and BPTT as Triton kernels with R held on chip; ``"auto"`` does
+not choose it (it has not been timed on a GPU).
 Every mode takes ``segment_pos (B, T)`` (packed documents): the state is reset to the fresh one where it is 0.
 """
 
@@ -11,12 +13,12 @@ from __future__ import annotations
 import torch
 
 from ...errors import require
-from ...kernels.switch import Choice, note_kernel
+from ...kernels.switch import Choice, note_kernel, require_triton
 from . import native
 from .fused import slstm_compiled, slstm_fused
 from .naive import slstm_naive
 
-MODES = ("auto", "naive", "fused", "native", "compiled")
+MODES = ("auto", "naive", "fused", "native", "compiled", "triton")
 
 
 def slstm(wx, R, state=None, mode: str = "auto", segment_pos=None):
@@ -39,10 +41,13 @@ def choose_implementation(mode: str, wx) -> Choice:
 
     ``mode="auto"``: the C loops (``native``) on CPU where they build (first use compiles native.c, seconds; logged
     once), else the PyTorch loops (``fused``) with the reason. ``mode="native"`` off CPU is an ``InputError``, and
-    without its C loops built a ``RuntimeError`` (the machine, not the input, lacks them). Any other mode is run as
-    asked.
+    without its C loops built a ``RuntimeError`` (the machine, not the input, lacks them). ``mode="triton"`` is an
+    ``InputError`` where the kernel cannot run (triton missing, tensors off CUDA without ``TRITON_INTERPRET=1``).
+    Any other mode is run as asked.
     """
     require(mode in MODES, f"slstm: mode must be one of {MODES}, got {mode!r}")
+    if mode == "triton":
+        require_triton("slstm", wx.device)
     if mode == "native":
         require(wx.device.type == "cpu", f"slstm: mode='native' runs on CPU tensors, got {wx.device.type}")
         why = native.unavailable()
@@ -65,6 +70,10 @@ def _slstm(wx, R, state, mode, segment_pos):
         return slstm_naive(wx, R, state, segment_pos)
     if mode == "compiled":
         return slstm_compiled(wx, R, state, segment_pos)
+    if mode == "triton":  # imported here: triton is an optional dependency
+        from .triton import slstm_triton
+
+        return slstm_triton(wx, R, state, segment_pos)
     return slstm_fused(wx, R, state, native=mode == "native", segment_pos=segment_pos)
 
 
