@@ -1,0 +1,141 @@
+"""What the calibration page measured: the finished runs of a ``zoology-mqar`` or ``mad`` output folder, merged per
+cell the way those experiments merge them (``zoology_mqar.best_rows``; ``mad.best_rows`` and ``mad.mad_scores``).
+
+The runs are read from ``<folder>/runs/<key>/`` (``config.json``: labels and the resolved configuration;
+``done.json``: the metrics), not from the folder's ``results.json``: that file is written only once the whole sweep
+has finished, and a sweep still under way (or stopped) has finished runs worth reporting. Runs without
+``done.json`` are counted as unfinished. Where one cell holds runs of several training budgets (the same folder
+reused with other ``steps`` or ``batch_size``), only the runs of the largest budget (samples = steps × batch) count,
+and the others are counted as set aside.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, MissingFileError
+from ..sweep import aggregate
+
+ZOOLOGY_LABELS = ("model", "seq_len", "num_pairs", "d_model", "lr", "seed")
+MAD_LABELS = ("model", "task", "setting", "lr", "weight_decay", "seed")
+
+
+def load_runs(folder: str | Path, option: str, labels: tuple[str, ...], experiment: str) -> list[dict[str, Any]]:
+    """Every run folder under ``folder/runs``: ``{"labels", "train", "task", "metrics" (None when unfinished)}``.
+    Refused, naming ``option``: a path that is not a folder, a folder without ``runs/``, runs whose labels are not
+    ``experiment``'s."""
+    path = Path(folder)
+    if not path.is_dir():
+        raise MissingFileError(f"{option}={str(folder)!r}: no such folder (a `seqzoo experiment {experiment}` --out)")
+    if not (path / "runs").is_dir():
+        raise InputError(f"{option}={str(folder)!r} is not a `seqzoo experiment {experiment}` output: no runs/ inside")
+    runs = []
+    for run in sorted(p for p in (path / "runs").iterdir() if (p / "config.json").is_file()):
+        meta = json.loads((run / "config.json").read_text())
+        if set(meta.get("labels", {})) != set(labels):
+            raise InputError(
+                f"{option}={str(folder)!r}: run {run.name} has labels {sorted(meta.get('labels', {}))}, "
+                f"not those of {experiment} ({', '.join(labels)})"
+            )
+        done = run / "done.json"
+        config = meta.get("config", {})
+        runs.append(
+            {
+                "labels": meta["labels"],
+                "train": config.get("train", {}),
+                "task": config.get("task", {}),
+                "metrics": json.loads(done.read_text())["metrics"] if done.is_file() else None,
+            }
+        )
+    return runs
+
+
+def samples(run: dict[str, Any]) -> int:
+    """Training samples a run saw: steps × batch size."""
+    return int(run["train"].get("steps", 0)) * int(run["train"].get("batch_size", 0))
+
+
+def _largest_budget(runs: list[dict[str, Any]], cell: tuple[str, ...]) -> tuple[list[dict[str, Any]], dict]:
+    """The finished runs of the largest budget in each cell (labels ``cell``), and per cell the count of finished
+    runs set aside (smaller budgets) and of unfinished runs."""
+    by_cell: dict[tuple, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_cell.setdefault(tuple(r["labels"][k] for k in cell), []).append(r)
+    kept, counts = [], {}
+    for key, rs in by_cell.items():
+        done = [r for r in rs if r["metrics"] is not None]
+        top = max((samples(r) for r in done), default=0)
+        kept += [r for r in done if samples(r) == top]
+        counts[key] = {"set_aside": sum(1 for r in done if samples(r) != top), "unfinished": len(rs) - len(done)}
+    return kept, counts
+
+
+def _records(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sweep's record shape (``sweep/merge.py: aggregate``)."""
+    return [{"labels": r["labels"], "metrics": r["metrics"], "status": "done"} for r in runs]
+
+
+def _budget(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    steps = sorted({int(r["train"].get("steps", 0)) for r in rows})
+    batch = sorted({int(r["train"].get("batch_size", 0)) for r in rows})
+    return {"steps": steps[0] if len(steps) == 1 else steps, "batch_size": batch[0] if len(batch) == 1 else batch}
+
+
+def zoology_cells(folder: str | Path, option: str = "zoology") -> list[dict[str, Any]]:
+    """One row per (model, seq_len, num_pairs, d_model): the best rate's accuracy over the seeds (``n``,
+    ``valid_accuracy_mean/min/max/values``), ``lr``, ``lrs`` (rates tried), ``steps``, ``batch_size``, ``samples``,
+    ``set_aside`` and ``unfinished`` run counts."""
+    from .zoology_mqar import best_rows
+
+    cell = ("model", "seq_len", "num_pairs", "d_model")
+    runs = load_runs(folder, option, ZOOLOGY_LABELS, "zoology-mqar")
+    kept, counts = _largest_budget(runs, cell)
+    best = best_rows(aggregate(_records(kept), ["valid_accuracy"]))
+    out = []
+    for row in best:
+        key = tuple(row[k] for k in cell)
+        here = [r for r in kept if tuple(r["labels"][k] for k in cell) == key]
+        out.append(
+            {
+                **{k: row[k] for k in cell},
+                **{k: row[k] for k in ("lr", "n", "valid_accuracy_mean", "valid_accuracy_min", "valid_accuracy_max")},
+                "valid_accuracy_values": row["valid_accuracy_values"],
+                "lrs": len({r["labels"]["lr"] for r in here}),
+                **_budget(here),
+                "samples": samples(here[0]),
+                **counts[key],
+            }
+        )
+    for key, c in counts.items():  # cells with no finished run: listed, so the page can say they are under way
+        if not any(tuple(r[k] for k in cell) == key for r in out):
+            out.append({**dict(zip(cell, key)), "n": 0, "valid_accuracy_mean": None, **c})
+    return out
+
+
+def mad_cells(folder: str | Path, option: str = "mad") -> list[dict[str, Any]]:
+    """One row per (model, task): the MAD score over the settings measured (``n`` seeds, ``score_mean/min/max``),
+    ``settings`` (the names measured), ``samples`` and ``paper_train_sizes`` per setting, run counts."""
+    from .mad import best_rows, mad_scores
+
+    cell = ("model", "task", "setting")
+    runs = load_runs(folder, option, MAD_LABELS, "mad")
+    kept, counts = _largest_budget(runs, cell)
+    scores = mad_scores(best_rows(aggregate(_records(kept), ["valid_accuracy"])))
+    out = []
+    for s in scores:
+        here = [r for r in kept if (r["labels"]["model"], r["labels"]["task"]) == (s["model"], s["task"])]
+        per_setting = {r["labels"]["setting"]: r for r in here}
+        mine = [c for k, c in counts.items() if k[:2] == (s["model"], s["task"])]
+        out.append(
+            {
+                **s,
+                "settings": sorted(per_setting),
+                "samples": {name: samples(r) for name, r in per_setting.items()},
+                "train_sizes": {name: r["task"].get("train_size") for name, r in per_setting.items()},
+                "set_aside": sum(c["set_aside"] for c in mine),
+                "unfinished": sum(c["unfinished"] for c in mine),
+            }
+        )
+    return out
