@@ -33,6 +33,14 @@ from . import register_experiment
 from .published import ANCHORS, Anchor, Published, entries
 
 EPS = 1e-9  # the tolerance is inclusive; accuracies are means of float32 counts
+RULES = (
+    "Each published number beside seqzoo's measurement of the same setting (mean (min–max) over the seeds, with the "
+    "seeds, the rates tried and the samples trained: seqzoo's budget is not the papers'). Only the reference cells "
+    "(attention, against the published Attention or Transformer) get a verdict: **calibrated** where the seed mean "
+    "is within the tolerance of the published value and at least 2 seeds finished; **not calibrated** with the "
+    "reasons the data states; **not run** where no run of the cell finished; **no published value** where the "
+    "source's number was not found or the source has no such setting. The other architectures are context."
+)
 
 
 def measured_text(m: dict[str, Any] | None, prefix: str = "valid_accuracy") -> str:
@@ -259,7 +267,7 @@ def calibration(out_dir: Path, zoology: str = "", mad: str = "") -> dict[str, An
     command = " ".join(["seqzoo experiment calibration --out", str(out_dir), *sets])
     parts = [zoology_section(zoology_rows, command), xlstm_section(), mad_section(mad_rows, command)]
     text = "\n".join(
-        ["## Published and measured", "", "Regenerate this section with:", "", "```bash", command, "```", ""]
+        ["## Published and measured", "", RULES, "", "Regenerate this section with:", "", "```bash", command, "```", ""]
         + [t for t, _ in parts]
     )
     out = Path(out_dir)
