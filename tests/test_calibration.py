@@ -3,6 +3,7 @@
 the layout of a ``zoology-mqar`` / ``mad`` --out folder (``runs/<key>/config.json`` and ``done.json``)."""
 
 import json
+import os
 
 import pytest
 
@@ -13,15 +14,19 @@ from seqzoo.experiments.calibration import verdict
 from seqzoo.experiments.calibration_measured import MAD_LABELS, ZOOLOGY_LABELS, mad_cells, zoology_cells
 
 
-def write_run(folder, labels, acc=None, steps=100, batch_size=64, task=None):
-    """One run folder as the sweep runner leaves it; ``acc`` None: not finished (no done.json)."""
-    key = "r" + "-".join(str(v) for v in labels.values()) + f"-{steps}"
+def write_run(folder, labels, acc=None, steps=100, batch_size=64, task=None, tag="", extra=None, finished_at=None):
+    """One run folder as the sweep runner leaves it; ``acc`` None: not finished (no done.json). ``tag`` tells apart
+    runs with the same labels (a rerun after a code change); ``finished_at`` sets done.json's time (seconds)."""
+    key = "r" + "-".join(str(v) for v in labels.values()) + f"-{steps}{tag}"
     run = folder / "runs" / key
     run.mkdir(parents=True)
     config = {"train": {"steps": steps, "batch_size": batch_size}, "task": task or {}}
     (run / "config.json").write_text(json.dumps({"key": key, "labels": labels, "config": config}))
     if acc is not None:
-        (run / "done.json").write_text(json.dumps({"metrics": {"valid_accuracy": acc}, "wall_s": 1.0}))
+        done = run / "done.json"
+        done.write_text(json.dumps({"metrics": {"valid_accuracy": acc, **(extra or {})}, "wall_s": 1.0}))
+        if finished_at is not None:
+            os.utime(done, (finished_at, finished_at))
 
 
 def zoology_run(folder, model, T, P, d, lr, seed, acc=None, **kw):
@@ -74,6 +79,19 @@ def test_zoology_cells_best_rate_budget_and_unfinished(tmp_path):
     assert (row["steps"], row["batch_size"], row["samples"], row["set_aside"]) == (100, 64, 6400, 1)
     (open_cell,) = [r for r in zoology_cells(z) if r["d_model"] == 128]
     assert open_cell["valid_accuracy_mean"] is None and open_cell["unfinished"] == 1
+
+
+def test_reruns_count_once_and_diverged_runs_are_counted(tmp_path):
+    z = tmp_path / "zoology"
+    zoology_run(z, "attention", 64, 4, 64, 1e-2, 0, 0.2, tag="old", finished_at=1_000)  # before a code change
+    zoology_run(z, "attention", 64, 4, 64, 1e-2, 0, 0.9, tag="new", finished_at=2_000)
+    zoology_run(z, "attention", 64, 4, 64, 1e-2, 1, 0.0, extra={"diverged": "loss is nan"})
+    (row,) = zoology_cells(z)
+    assert row["n"] == 2 and row["valid_accuracy_values"] == [0.9, 0.0]  # the newer rerun, not both
+    assert row["set_aside"] == 1 and row["diverged"] == 1
+    res = get_experiment("calibration").run(tmp_path / "page", zoology=str(z))
+    (cell,) = [c for c in res["anchors"][0]["cells"] if tuple(c["_key"]) == (64, 4, 64)]
+    assert "1 run(s) at the best rate diverged (scored 0)" in cell["reason"]
 
 
 def test_calibration_writes_each_verdict_kind(tmp_path):

@@ -113,6 +113,8 @@ def zoology_section(cells: list[dict[str, Any]] | None, command: str) -> tuple[s
             m.get("samples") if m else None,
             paper_samples(anchor),
         )
+        if m and m.get("diverged"):
+            why += f"; {m['diverged']} run(s) at the best rate diverged (scored 0)"
         if m and m.get("unfinished"):
             why += f"; {m['unfinished']} run(s) of this cell not finished"
         rows.append(

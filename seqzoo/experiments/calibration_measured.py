@@ -5,8 +5,10 @@ The runs are read from ``<folder>/runs/<key>/`` (``config.json``: labels and the
 ``done.json``: the metrics), not from the folder's ``results.json``: that file is written only once the whole sweep
 has finished, and a sweep still under way (or stopped) has finished runs worth reporting. Runs without
 ``done.json`` are counted as unfinished. Where one cell holds runs of several training budgets (the same folder
-reused with other ``steps`` or ``batch_size``), only the runs of the largest budget (samples = steps × batch) count,
-and the others are counted as set aside.
+reused with other ``steps`` or ``batch_size``), only the runs of the largest budget (samples = steps × batch) count;
+of several finished runs with the same labels (a configuration rerun after a code change gets a new key), the one
+finished last counts; the others are counted as set aside. A diverged run scored 0 (``zoology_mqar_run.py``) counts
+as 0, as in the experiments' own tables, and is counted in ``diverged``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def load_runs(folder: str | Path, option: str, labels: tuple[str, ...], experime
                 "train": config.get("train", {}),
                 "task": config.get("task", {}),
                 "metrics": json.loads(done.read_text())["metrics"] if done.is_file() else None,
+                "finished_at": done.stat().st_mtime_ns if done.is_file() else None,
             }
         )
     return runs
@@ -58,8 +61,9 @@ def samples(run: dict[str, Any]) -> int:
 
 
 def _largest_budget(runs: list[dict[str, Any]], cell: tuple[str, ...]) -> tuple[list[dict[str, Any]], dict]:
-    """The finished runs of the largest budget in each cell (labels ``cell``), and per cell the count of finished
-    runs set aside (smaller budgets) and of unfinished runs."""
+    """The finished runs of the largest budget in each cell (labels ``cell``), one per label set (the one finished
+    last, where code changes left several runs with the same labels: they would count as extra seeds), and per cell
+    the count of finished runs set aside (smaller budgets, older duplicates) and of unfinished runs."""
     by_cell: dict[tuple, list[dict[str, Any]]] = {}
     for r in runs:
         by_cell.setdefault(tuple(r["labels"][k] for k in cell), []).append(r)
@@ -67,8 +71,11 @@ def _largest_budget(runs: list[dict[str, Any]], cell: tuple[str, ...]) -> tuple[
     for key, rs in by_cell.items():
         done = [r for r in rs if r["metrics"] is not None]
         top = max((samples(r) for r in done), default=0)
-        kept += [r for r in done if samples(r) == top]
-        counts[key] = {"set_aside": sum(1 for r in done if samples(r) != top), "unfinished": len(rs) - len(done)}
+        latest: dict[tuple, dict[str, Any]] = {}
+        for r in sorted((r for r in done if samples(r) == top), key=lambda r: r["finished_at"]):
+            latest[tuple(sorted(r["labels"].items()))] = r
+        kept += latest.values()
+        counts[key] = {"set_aside": len(done) - len(latest), "unfinished": len(rs) - len(done)}
     return kept, counts
 
 
@@ -85,8 +92,8 @@ def _budget(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def zoology_cells(folder: str | Path, option: str = "zoology") -> list[dict[str, Any]]:
     """One row per (model, seq_len, num_pairs, d_model): the best rate's accuracy over the seeds (``n``,
-    ``valid_accuracy_mean/min/max/values``), ``lr``, ``lrs`` (rates tried), ``steps``, ``batch_size``, ``samples``,
-    ``set_aside`` and ``unfinished`` run counts."""
+    ``valid_accuracy_mean/min/max/values``), ``lr``, ``lrs`` (rates tried), ``diverged`` (runs at that rate),
+    ``steps``, ``batch_size``, ``samples``, ``set_aside`` and ``unfinished`` run counts."""
     from .zoology_mqar import best_rows
 
     cell = ("model", "seq_len", "num_pairs", "d_model")
@@ -103,6 +110,7 @@ def zoology_cells(folder: str | Path, option: str = "zoology") -> list[dict[str,
                 **{k: row[k] for k in ("lr", "n", "valid_accuracy_mean", "valid_accuracy_min", "valid_accuracy_max")},
                 "valid_accuracy_values": row["valid_accuracy_values"],
                 "lrs": len({r["labels"]["lr"] for r in here}),
+                "diverged": sum(1 for r in here if r["labels"]["lr"] == row["lr"] and r["metrics"].get("diverged")),
                 **_budget(here),
                 "samples": samples(here[0]),
                 **counts[key],
