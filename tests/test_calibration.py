@@ -167,3 +167,26 @@ def test_cli_refuses_a_bad_path_in_one_line(tmp_path, capsys):
     assert main(["experiment", "calibration", "--out", str(tmp_path / "page"), "--set", "mad=nowhere"]) == 2
     err = capsys.readouterr().err.strip()
     assert "mad='nowhere'" in err and len(err.splitlines()) == 1
+
+
+def test_mad_verdict_against_a_published_score(tmp_path, monkeypatch):
+    """MAD's table was not found, so the verdict path is checked with a stand-in published value for recall."""
+    import seqzoo.experiments.calibration as calibration
+    from seqzoo.experiments.published import Published
+
+    real = calibration.entries
+    stand_in = Published("mad", "Transformer", ("recall", "all"), 0.95, "arXiv:0000.00000 (test)", "table")
+    monkeypatch.setattr(
+        calibration,
+        "entries",
+        lambda anchor: [stand_in if p.key == stand_in.key and p.model == "Transformer" else p for p in real(anchor)],
+    )
+    m = tmp_path / "mad"
+    for seed in (0, 1):
+        mad_run(m, "attention", "recall", "baseline", 1e-3, seed, 0.5)
+    cells = get_experiment("calibration").run(tmp_path / "page", mad=str(m))["anchors"][2]["cells"]
+    (recall,) = [c for c in cells if c["task"] == "recall"]
+    assert recall["verdict"] == "not calibrated"
+    assert "below the published value by 0.450" in recall["reason"]
+    assert "fewer samples trained (6,400) than the paper's budget (2,560,000)" in recall["reason"]  # 200 × 12,800
+    assert "scored over 1 of the task's 11 settings" in recall["reason"]
