@@ -131,3 +131,17 @@ def test_training_gathers_no_final_state_and_inference_returns_the_one_process_s
     want, got = ([r["loss"] for r in map(json.loads, text.splitlines()) if r["split"] == "train"] for text in losses)
     assert len(got) == len(want) == 2
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=1e-5, atol=0)
+
+
+def test_without_a_group_return_states_false_only_drops_the_states():
+    model = hybrid_lm().double()
+    ids = torch.randint(0, 64, (B, T), generator=torch.Generator().manual_seed(2))
+    full, lean = model(ids), model(ids, return_states=False)
+    assert lean.states is None and all(s is not None for s in full.states)
+    _close(lean.logits, full.logits, "logits")
+    for key, (name, kwargs) in MIXERS.items():
+        mixer = build_mixer(name, **kwargs).double()
+        x = torch.randn(B, T, kwargs["d_model"], dtype=torch.float64)
+        (y, state), (lean_y, lean_state) = mixer(x), mixer(x, return_state=False)
+        assert state is not None and lean_state is None, key
+        _close(lean_y, y, f"{key} y")
