@@ -9,8 +9,9 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .cli_logging import command_logging
 from .cli_options import add_device_option, add_hidden_alias, concrete_device, finish_parsers
@@ -35,17 +36,48 @@ def _kv(items: list[str] | None, what: str) -> dict[str, Any]:
     return parse_assignments(items, what)
 
 
-# the trainer's numeric options: flag, type, help; their defaults are TrainConfig's, shown in --help
+class TrainOption(NamedTuple):
+    """One ``seqzoo train`` flag that sets the TrainConfig field of its name (``--batch-size`` -> ``batch_size``)."""
+
+    flag: str
+    text: str  # the help; "(default: ...)" is added: the --config file's value, else TrainConfig's
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+
+    @property
+    def field(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+
+# the trainer's options that take a value; --device is the shared option of every subcommand (cli_options.py)
 TRAIN_OPTIONS = (
-    ("--steps", int, "optimiser steps"),
-    ("--batch-size", int, "sequences per optimiser step, over all ranks and --grad-accum micro-batches"),
-    ("--grad-accum", int, "micro-batches per optimiser step (--batch-size must be divisible by it)"),
-    ("--lr", float, "peak learning rate (AdamW; linear warm-up, then cosine decay)"),
-    ("--warmup-steps", int, "steps of linear learning-rate warm-up"),
-    ("--eval-every", int, "validate every N steps (0: only at the end)"),
-    ("--ckpt-every", int, "checkpoint every N steps (0: only at the end)"),
-    ("--seed", int, "seed of the initialisation and the data order"),
+    TrainOption("--steps", "optimiser steps", int),
+    TrainOption("--batch-size", "sequences per optimiser step, over all ranks and --grad-accum micro-batches", int),
+    TrainOption("--grad-accum", "micro-batches per optimiser step (--batch-size must be divisible by it)", int),
+    TrainOption("--lr", "peak learning rate (AdamW; linear warm-up, then cosine decay)", float),
+    TrainOption("--warmup-steps", "steps of linear learning-rate warm-up", int),
+    TrainOption("--eval-every", "validate every N steps (0: only at the end)", int),
+    TrainOption("--ckpt-every", "checkpoint every N steps (0: only at the end)", int),
+    TrainOption("--seed", "seed of the initialisation and the data order", int),
+    TrainOption("--precision", "auto: bf16 autocast where supported, else fp32", choices=("auto", "fp32", "bf16")),
+    TrainOption("--distributed", "auto: DDP when launched by torchrun", choices=("auto", "none", "ddp", "fsdp")),
+    TrainOption(
+        "--context-parallel",
+        "split each sequence along time over N ranks (under torchrun; world size = data x N; docs/context-parallel.md)",
+        int,
+        metavar="N",
+    ),
 )
+
+
+def add_train_options(parser: argparse.ArgumentParser) -> None:
+    """``TRAIN_OPTIONS`` and the shared ``--device`` on ``parser``, each saying what leaving it out means."""
+    for option in TRAIN_OPTIONS:
+        settings = {"type": option.type, "choices": option.choices, "metavar": option.metavar}
+        given = {k: v for k, v in settings.items() if v is not None}
+        parser.add_argument(option.flag, **given, help=f"{option.text} (default: {_train_default(option.flag)})")
+    add_device_option(parser, None, _train_default("--device"))
 
 
 def _train_default(flag: str) -> str:
@@ -112,20 +144,7 @@ def build_run_spec(args) -> dict[str, Any]:
     if args.task:
         spec["task"]["name"] = args.task
     spec["task"] = deep_merge(spec["task"], _kv(args.task_arg, "--task-arg"))
-    for flag in (
-        "steps",
-        "batch_size",
-        "lr",
-        "seed",
-        "device",
-        "precision",
-        "distributed",
-        "grad_accum",
-        "eval_every",
-        "ckpt_every",
-        "warmup_steps",
-        "context_parallel",
-    ):
+    for flag in (*(option.field for option in TRAIN_OPTIONS), "device"):
         value = getattr(args, flag, None)
         if value is not None:
             spec["train"][flag] = value
@@ -422,26 +441,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--task", help="task name, see `seqzoo list tasks` (default: the config file's)")
     s.add_argument("--task-arg", action="append", metavar="K=V", help="task argument, repeatable (default: none)")
-    for flag, kind, text in TRAIN_OPTIONS:
-        s.add_argument(flag, type=kind, help=f"{text} (default: {_train_default(flag)})")
-    add_device_option(s, None, _train_default("--device"))
-    s.add_argument(
-        "--precision",
-        choices=["auto", "fp32", "bf16"],
-        help=f"auto: bf16 autocast where supported, else fp32 (default: {_train_default('--precision')})",
-    )
-    s.add_argument(
-        "--distributed",
-        choices=["auto", "none", "ddp", "fsdp"],
-        help=f"auto: DDP when launched by torchrun (default: {_train_default('--distributed')})",
-    )
-    s.add_argument(
-        "--context-parallel",
-        type=int,
-        metavar="N",
-        help="split each sequence along time over N ranks (under torchrun; world size = data x N; "
-        f"docs/context-parallel.md) (default: {_train_default('--context-parallel')})",
-    )
+    add_train_options(s)
     s.add_argument("--out", help="output folder (default: the config file's, else runs/latest)")
     s.add_argument(
         "--set",

@@ -1,5 +1,6 @@
-"""Shared test helpers: one closeness check with the tolerance per dtype in one place, and the comparison of an
-op implementation against its naive reference on outputs, final states and gradients.
+"""Shared test helpers: one closeness check with the tolerance per dtype in one place, the comparison of an
+op implementation against its naive reference on outputs, final states and gradients, and ``run_tool`` (a script
+of ``tools/`` in a subprocess, for the tests that check a tool still runs).
 
 Used by ``tests/ops/test_<op>.py`` (every implementation of an op against its reference), the mixer contract
 and the parity tests. ``tests/`` is on ``sys.path`` while pytest runs (``tests/conftest.py`` lives there), so
@@ -9,13 +10,17 @@ and the parity tests. ``tests/`` is on ``sys.path`` while pytest runs (``tests/c
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 import torch
 
 from seqzoo.kernels import usable_on
 
+REPO = Path(__file__).resolve().parents[1]
 CUDA = torch.cuda.is_available()
 if not CUDA:  # Triton's CPU interpreter; must be set before triton is imported (conftest.py sets it too)
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -182,3 +187,11 @@ def assert_same_distribution(a: torch.Tensor, b: torch.Tensor, bins: int, what: 
     z = (pa - pb).abs() / se.clamp_min(1e-12)
     worst = int(z.argmax())
     assert float(z.max()) < sigmas, f"{what}: bin {worst}: {float(pa[worst]):.4f} vs {float(pb[worst]):.4f}"
+
+
+def run_tool(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``tools/<script>`` with ``args`` in a fresh interpreter that imports this checkout's seqzoo, on one thread
+    (the machine's other cores stay free for other tests); stdout and stderr captured as text."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, str(REPO / "tools" / script), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)

@@ -1,20 +1,13 @@
 """tools/context_parallel_cost.py runs at a tiny size and writes its table; refused input exits 2 before any rank."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import run_tool
 
 
 def _run(tmp_path, *args):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, str(ROOT / "tools" / "context_parallel_cost.py"), "--out", str(tmp_path / "cost"), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    return run_tool("context_parallel_cost.py", "--out", str(tmp_path / "cost"), *args)
 
 
 @pytest.mark.slow  # spawns 1 + 2 gloo ranks

@@ -9,7 +9,7 @@ import re
 
 import pytest
 import torch
-from cp_harness import run_ranks
+from cp_harness import hybrid_lm, run_ranks
 from packed_helpers import segment_pos_from_starts
 
 from seqzoo.errors import InputError
@@ -81,24 +81,7 @@ def test_training_steps_equal_one_process(tmp_path, n, context_parallel):
         assert r["result"]["valid_loss"] == pytest.approx(ranks[0]["result"]["valid_loss"], rel=1e-6)
 
 
-def _hybrid():
-    """Every recurrence that splits (mLSTM with its conv, GateLoop with heads, RG-LRU with its conv) and a window."""
-    torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=64,
-        d_model=32,
-        n_layers=4,
-        pattern=["mlstm", "gateloop", "rglru", "local_attention"],
-        mixer_kwargs={
-            "mlstm": {"n_heads": 2, "eps": 0.0},
-            "gateloop": {"n_heads": 4},
-            "local_attention": {"window": 5},
-        },
-    )
-    return LanguageModel(config)
-
-
-MODELS = {"attention": _model, "hybrid": _hybrid}
+MODELS = {"attention": _model, "hybrid": hybrid_lm}
 # packed documents: row 0 has a document crossing the cut of 2 ranks (t = 16) and of 4 ranks (t = 8, 24), row 1
 # one starting exactly at the cut of 2 ranks; neither row starts at t = 0, so the initial states enter
 SEGMENT_POS = segment_pos_from_starts([{10, 20}, {16}], 32)

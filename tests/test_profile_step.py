@@ -1,20 +1,15 @@
 """tools/profile_step.py (the command behind docs/benchmarks.md "Why a conv kernel") at a tiny size: a model and a
 mixer profile print their rows with shares that add up, and bad input is one line on stderr with exit code 2."""
 
-import os
 import re
-import subprocess
-import sys
 
-from conftest import REPO
+from helpers import run_tool
 
 ROW = re.compile(r"^\| `(.+)` \| ([0-9.]+) \| ([0-9.]+) % \|$")
 
 
 def tool(*args):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, str(REPO / "tools" / "profile_step.py"), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    return run_tool("profile_step.py", *args)
 
 
 def rows(stdout: str) -> list[tuple[str, float, float]]:

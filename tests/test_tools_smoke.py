@@ -1,23 +1,11 @@
 """The measurement scripts under tools/ still run against the library (they reach into private op internals, which
 a refactor could move): each runs once at a tiny size and prints every row it promises."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _proc(script: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, str(ROOT / "tools" / script), *args], capture_output=True, text=True, env=env, timeout=300
-    )
+from helpers import run_tool
 
 
 def _run(script: str, *args: str) -> str:
-    proc = _proc(script, *args)
+    proc = run_tool(script, *args)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -77,7 +65,7 @@ def test_orchid_filter_probe_reads_a_run_at_init_checkpoint_and_final(tmp_path):
         (rows[at],) = [line for line in out.splitlines() if line.startswith("| abc ")]
     assert "| model=orchid, seed=3 | 0 |" in rows["init"] and "| 4 |" in rows["checkpoint"]
     assert rows["init"].split("|")[5:] != rows["checkpoint"].split("|")[5:]
-    proc = _proc("orchid_filter_probe.py", str(run))
+    proc = run_tool("orchid_filter_probe.py", str(run))
     assert proc.returncode != 0 and "no train/model" in proc.stderr
     model.save_pretrained(run / "train" / "model")
     out = _run("orchid_filter_probe.py", str(run), "--samples", "16")

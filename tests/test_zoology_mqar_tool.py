@@ -1,26 +1,15 @@
 """tools/zoology_mqar_step_cost.py (the per-step cost table of docs/calibration.md) still runs: one tiny cell."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import run_tool
 
 
 def test_step_cost_prints_a_row_per_model_and_cell(tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     out = tmp_path / "rows.json"
     args = ["--models", "attention,hawk", "--cells", "16:32:2", "--vocab-size", "64", "--batch-size", "4"]
     args += ["--steps", "5", "--eval-samples", "8", "--json", str(out)]
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "zoology_mqar_step_cost.py"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    proc = run_tool("zoology_mqar_step_cost.py", *args)
     assert proc.returncode == 0, proc.stderr
     assert "| attention | 16 | 32 | 2 |" in proc.stdout and "| hawk | 16 | 32 | 2 |" in proc.stdout
     rows = json.loads(out.read_text())

@@ -19,9 +19,9 @@ from typing import Any
 from ..sweep import choose
 from . import register_experiment
 from ._mqar import mqar_comparison
-from ._runs import adamw_budget, as_ints, as_list, train_runs, write_rows
+from ._runs import as_ints, as_list, train_runs, write_rows
 from .data import TEXT, require_data
-from .launcher import Settings, register_grid
+from .launcher import register_grid
 
 KINDS = ("hawk", "griffin", "mqa")
 
@@ -81,32 +81,14 @@ def _plot(
     plt.close(fig)
 
 
-def _mqar_settings(opts: dict[str, Any]) -> Settings:
-    """The MQAR task, the equal-size model of each family asked for, AdamW budget (``adamw_budget``)."""
-    from ..tasks import build_task
-
-    task = {
-        "name": "mqar",
-        "vocab_size": opts["vocab_size"],
-        "num_pairs": opts["num_pairs"],
-        "seq_len": opts["seq_len"],
-    }
-    kinds = choose(as_list(opts["models"]), set(KINDS), "models")
-    vocab = build_task(**task).vocab_size
-    configs = equal_size_configs(vocab, opts["d_model"], opts["n_layers"], window=opts["window"], kinds=kinds)
-    models = {k: {"model": {"type": "lm", "config": c.to_dict()}} for k, c in configs.items()}
-    train = adamw_budget(opts)
-    info = {"task": task, "models": {k: c.to_dict() for k, c in configs.items()}, "train": train}
-    return Settings(base={"task": task, "train": train}, points={"model": models}, info=info)
-
-
 GRIFFIN_MQAR = register_grid(
     mqar_comparison(
         "griffin-mqar",
         "Hawk vs Griffin vs MQA Transformer (equal size) on multi-query associative recall",
         {"models": "hawk,griffin,mqa", "d_model": 64, "n_layers": 3, "window": 16},
         KINDS,
-        _mqar_settings,
+        equal_size_configs,
+        ("d_model", "n_layers", "window"),
         (
             ("model", "labels.model"),
             ("seed", "labels.seed"),

@@ -21,7 +21,7 @@ from . import register_experiment
 from ._mqar import mqar_comparison
 from ._runs import adamw_budget, as_ints, as_list, train_runs, write_rows
 from .data import TEXT, require_data
-from .launcher import Settings, register_grid
+from .launcher import register_grid
 
 KINDS = ("xlstm10", "xlstm71", "attention")
 LABELS = {"xlstm10": "xLSTM[1:0]", "xlstm71": "xLSTM[7:1]", "attention": "Transformer (RoPE)"}
@@ -94,31 +94,14 @@ def _model(cfg, kind: str) -> dict:
     return {"type": "lm", "config": cfg.to_dict(), "init": "xlstm" if kind.startswith("xlstm") else None}
 
 
-def _mqar_settings(opts: dict[str, Any]) -> Settings:
-    """The MQAR task, the equal-size model of each kind asked for (xLSTM init for the xLSTMs), AdamW budget."""
-    from ..tasks import build_task
-
-    task = {
-        "name": "mqar",
-        "vocab_size": opts["vocab_size"],
-        "num_pairs": opts["num_pairs"],
-        "seq_len": opts["seq_len"],
-    }
-    kinds = choose(as_list(opts["models"]), set(KINDS), "models")
-    configs = equal_size_configs(build_task(**task).vocab_size, opts["d_model"], opts["n_layers"], kinds=kinds)
-    train = adamw_budget(opts)
-    info = {"task": task, "models": {k: c.to_dict() for k, c in configs.items()}, "train": train}
-    models = {k: {"model": _model(c, k)} for k, c in configs.items()}
-    return Settings(base={"task": task, "train": train}, points={"model": models}, info=info)
-
-
 XLSTM_MQAR = register_grid(
     mqar_comparison(
         "xlstm-mqar",
         "xLSTM[1:0] and xLSTM[7:1] vs an equal-size RoPE Transformer on MQAR",
         {"models": "xlstm10,xlstm71,attention", "d_model": 64, "n_layers": 8, "eval_samples": 512},
         KINDS,
-        _mqar_settings,
+        equal_size_configs,
+        ("d_model", "n_layers"),
         (
             ("model", "shown.model"),
             ("kind", "labels.model"),
@@ -127,6 +110,7 @@ XLSTM_MQAR = register_grid(
         ),
         "MQAR: {num_pairs} pairs, T={seq_len}, vocab {vocab_size}, D={d_model}, {n_layers} blocks",
         shown={"model": LABELS},
+        model_entry=_model,  # the xLSTM init for the xLSTMs
     )
 )
 

@@ -170,11 +170,12 @@ class Attention(Mixer):
         mode: str,
         segment_pos: torch.Tensor | None = None,
         context_parallel=None,
+        return_state: bool = True,
     ):
         if context_parallel is not None:  # this rank's block of a sequence split along time (attention_split.py)
             from .attention_split import split_forward
 
-            return split_forward(self, x, state, mode, segment_pos, context_parallel)
+            return split_forward(self, x, state, mode, segment_pos, context_parallel, return_state)
         pos0 = 0 if state is None else self._check_state(x, state)
         x, conv_state = self._short_conv(x, None if state is None else state.conv, segment_pos)
         rope_pos = self._positions(x, state, pos0, segment_pos)  # (B, T) or (T,)

@@ -57,8 +57,11 @@ def _conv_buffer(x: torch.Tensor, k: int, segment_pos) -> torch.Tensor:
     return new_state(x, k, None if segment_pos is None else starts_cumsum(segment_pos, k))
 
 
-def split_forward(mixer: Mixer, x: torch.Tensor, state: KVCache | None, mode: str, segment_pos, group):
-    """``mixer``'s output on this rank's block ``x (B, T, D)`` and the cache after the whole sequence."""
+def split_forward(
+    mixer: Mixer, x: torch.Tensor, state: KVCache | None, mode: str, segment_pos, group, return_state: bool = True
+):
+    """``mixer``'s output on this rank's block ``x (B, T, D)`` and the cache after the whole sequence (None when
+    ``return_state`` is False: it needs no collective of its own, only the copies of the gathered keys)."""
     if not mixer.causal:
         raise InputError(
             f"{mixer.name}: context parallelism needs causal attention (a bidirectional query reads later ranks' keys)"
@@ -140,6 +143,8 @@ def split_forward(mixer: Mixer, x: torch.Tensor, state: KVCache | None, mode: st
     pk, pv, ps = history(rank, keep_past)
     past = KVCache(k=pk, v=pv, pos=torch.full((B,), start, dtype=torch.long, device=x.device), seg=ps)
     y, _ = mixer._attend_cached(q, k, v, past, start, rope_pos, mode, None, pad_queries=True)
+    if not return_state:
+        return y, None
 
     # the cache after the whole sequence, from the same gathered tensors on every rank
     fk, fv, fs = history(n, None if W is None else min(W, S0 + n * L))

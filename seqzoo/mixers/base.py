@@ -115,6 +115,7 @@ class Mixer(nn.Module):
         mode: str | None = None,
         segment_pos: torch.Tensor | None = None,
         context_parallel: dist.ProcessGroup | None = None,
+        return_state: bool = True,
     ):
         """``segment_pos (B, T)``: position inside the current document (0 = a document starts here).
 
@@ -126,6 +127,10 @@ class Mixer(nn.Module):
         (rank 0's is used) and the returned state the one after the whole sequence, on every rank. Only mixers
         with ``supports_context_parallel`` accept a group of more than one rank; for the others it is refused
         with an error that names the mixer. A group of one rank (or none) is the ordinary call.
+
+        ``return_state=False``: the caller does not read the state after the sequence (training); the returned
+        state is None, and under context parallelism the mixer skips the collective that would bring the last
+        rank's state to every rank.
         """
         self.check_input(x)
         if state is not None and not self.causal:
@@ -138,6 +143,8 @@ class Mixer(nn.Module):
                     f"{self.name} does not support context parallelism (a sequence split along time across ranks)"
                 )
             kwargs["context_parallel"] = context_parallel
+            if not return_state:
+                kwargs["return_state"] = False
         if segment_pos is not None:
             if not self.supports_segment_pos:
                 raise InputError(f"{self.name} does not support segment_pos (packed documents with resets)")
@@ -146,7 +153,8 @@ class Mixer(nn.Module):
                     f"{self.name}: segment_pos must have shape {tuple(x.shape[:2])}, got {tuple(segment_pos.shape)}"
                 )
             kwargs["segment_pos"] = segment_pos
-        return self._forward(x, state, mode, **kwargs)
+        y, new_state = self._forward(x, state, mode, **kwargs)
+        return (y, new_state) if return_state else (y, None)
 
     def _forward(self, x: torch.Tensor, state: Any, mode: str):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -237,6 +237,7 @@ class GateLoop(Mixer):
         mode: str,
         segment_pos: torch.Tensor | None = None,
         context_parallel: dist.ProcessGroup | None = None,
+        return_state: bool = True,
     ):
         if state is not None:
             self.check_state(x, state)
@@ -260,7 +261,7 @@ class GateLoop(Mixer):
         y = rearrange(y, "b t h v -> b t (h v)").to(x.dtype)  # (B, T, d_v)
         if self.out_proj is not None:
             y = self.out_proj(y)
-        if context_parallel is not None:
+        if context_parallel is not None and return_state:
             (new_state,) = from_last_rank((new_state,), context_parallel)
         return y, new_state
 

@@ -296,6 +296,7 @@ class MLSTM(Mixer):
         mode: str,
         segment_pos: torch.Tensor | None = None,
         context_parallel: dist.ProcessGroup | None = None,
+        return_state: bool = True,
     ):
         cell_state = self._check_state(x, state)
         group = context_parallel
@@ -306,7 +307,7 @@ class MLSTM(Mixer):
             )
         reset = None if segment_pos is None else segment_pos.to(x.device) == 0  # (B, T): document starts
         if self.variant == "7b":
-            return self._forward_7b(x, cell_state, mode, reset, group)
+            return self._forward_7b(x, cell_state, mode, reset, group, return_state)
         if x.shape[1] == 1 and state is not None and mode == "recurrent" and group is None:
             return self._decode_step(x, state, None if reset is None else reset[:, 0])
         E = self.inner
@@ -326,7 +327,7 @@ class MLSTM(Mixer):
         h, (C, n, m) = self._cell(q, k, v, ig, fg, cell_state, mode, reset, group)
         u = mlstm_output(h, x_c, z, self.outnorm_weight, self.skip, self.norm_eps)  # (LN(h) w + skip x_c) SiLU(z)
         y = self.proj_down(self.dropout(u))
-        if group is not None:  # the state after the whole sequence is the last rank's
+        if group is not None and return_state:  # the state after the whole sequence is the last rank's
             C, n, m, conv_state = from_last_rank((C, n, m, conv_state), group)
         return y, MLSTMState(C, n, m, conv_state)
 
@@ -362,13 +363,21 @@ class MLSTM(Mixer):
         y = self.proj_down(self.dropout(h * F.silu(z)))
         return y[:, None], MLSTMState(C, n, m, buf[:, 1:])
 
-    def _forward_7b(self, x: torch.Tensor, cell_state, mode: str, reset: torch.Tensor | None = None, group=None):
+    def _forward_7b(
+        self,
+        x: torch.Tensor,
+        cell_state,
+        mode: str,
+        reset: torch.Tensor | None = None,
+        group=None,
+        return_state: bool = True,
+    ):
         ig, fg = self._gates(x)  # (B, T, H)
         cap = self.gate_soft_cap
         if cap is not None:
             ig, fg = cap * torch.tanh(ig / cap), cap * torch.tanh(fg / cap)
         h, (C, n, m) = self._cell(self.q(x), self.k(x), self.v(x), ig, fg, cell_state, mode, reset, group)
         y = self.out_proj(self.dropout(torch.sigmoid(self.ogate(x)) * self._headnorm(h)))
-        if group is not None:
+        if group is not None and return_state:
             C, n, m = from_last_rank((C, n, m), group)
         return y, MLSTMState(C, n, m, None)

@@ -212,6 +212,7 @@ class RGLRUBlock(Mixer):
         mode: str,
         segment_pos: torch.Tensor | None = None,
         context_parallel: dist.ProcessGroup | None = None,
+        return_state: bool = True,
     ):
         group = context_parallel
         if state is not None:
@@ -238,6 +239,6 @@ class RGLRUBlock(Mixer):
             reset = None
         u, h = self.rglru(u, reset, None if state is None else state.h, mode, group)
         out = self.linear_out(u * y)
-        if group is not None:  # the state after the whole sequence is the last rank's
+        if group is not None and return_state:  # the state after the whole sequence is the last rank's
             conv_state, h = from_last_rank((conv_state, h), group)
         return out, RGLRUState(conv=conv_state, h=h)

@@ -98,8 +98,10 @@ class SeqzooModel(nn.Module):
         segment_pos=None,
         after_layer=None,
         context_parallel=None,
+        return_states: bool = True,
     ):
-        """Blocks over the embedded input; returns the final-normed hidden states and the new states.
+        """Blocks over the embedded input; returns the final-normed hidden states and the new states (None with
+        ``return_states=False``, where under context parallelism the layers skip gathering their final states).
 
         ``after_layer`` (a tensor broadcastable to ``(B, T, D)``) is added to the output of every block: M2-BERT
         re-adds its position embeddings this way. ``context_parallel``: a process group over which the sequence is
@@ -126,6 +128,8 @@ class SeqzooModel(nn.Module):
         extra = {} if segment_pos is None else {"segment_pos": segment_pos}
         if context_parallel is not None:
             extra["context_parallel"] = context_parallel
+            if not return_states:  # only a split pays for the final states (a collective per recurrent layer)
+                extra["return_state"] = False
         modes = self.layer_modes(mode)
         new_states = []
         for i, block in enumerate(self.blocks):
@@ -133,7 +137,7 @@ class SeqzooModel(nn.Module):
             if after_layer is not None:
                 x = x + after_layer
             new_states.append(s)
-        return self.norm(x), new_states
+        return self.norm(x), new_states if return_states else None
 
     def layer_modes(self, mode: str | dict[str, str] | None) -> list[str | None]:
         """Per-layer mode: a dict maps mixer name -> mode; a string applies to every layer whose mixer has it.

@@ -66,13 +66,21 @@ class LanguageModel(SeqzooModel):
         segment_pos=None,
         logits_mask=None,
         context_parallel=None,
+        return_states: bool = True,
     ) -> LMOutput:
         """``context_parallel``: a process group over which each sequence is split along time; ``input_ids`` (and
         ``segment_pos``, ``labels``) are this rank's block, rank order = time order; ``states`` enter the whole
         sequence (rank 0's are used) and the returned ones leave it, on every rank (docs/context-parallel.md).
-        ``loss`` is then the mean over this rank's scored tokens."""
+        ``loss`` is then the mean over this rank's scored tokens. ``return_states=False`` (training): ``states`` of
+        the output is None, and a split skips the all-gather of each recurrent layer's final state."""
         hidden, new_states = self.trunk(
-            input_ids, inputs_embeds, states, mode, segment_pos, context_parallel=context_parallel
+            input_ids,
+            inputs_embeds,
+            states,
+            mode,
+            segment_pos,
+            context_parallel=context_parallel,
+            return_states=return_states,
         )
         if logits_mask is not None:
             if logits_mask.shape != hidden.shape[:-1] or logits_mask.dtype != torch.bool:

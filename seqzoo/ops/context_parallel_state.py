@@ -8,7 +8,8 @@ Each such mixer (GateLoop, the mLSTM, the RG-LRU block) gets the state entering 
   start in that tail zeroed, the rule of the carried buffer in ``ops/causal_conv`` (a tap that would reach across a
   start reads 0); rank 0 reads the state's buffer, or zeros;
 * ``from_last_rank``: the state after the whole sequence, which the last rank computed, on every rank (one
-  all-gather; gradients flow back to the last rank's tensors).
+  all-gather; gradients flow back to the last rank's tensors). A forward whose caller does not read the state
+  (``Mixer.forward(return_state=False)``, training) does not call it.
 """
 
 from __future__ import annotations

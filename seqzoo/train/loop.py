@@ -296,7 +296,8 @@ def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, 
     # (a compiled wrapper would prefix every state-dict key, and evaluation batches have other shapes)
     forward_model = torch.compile(train_model, dynamic=False) if cfg.compile else train_model
     if layout.context_size > 1:  # each rank runs its time block; the model splits the sequence over the group
-        forward_model = functools.partial(forward_model, context_parallel=layout.context_group)
+        # the final states are not read in training: no all-gather of them per recurrent layer and step
+        forward_model = functools.partial(forward_model, context_parallel=layout.context_group, return_states=False)
     optimizer = build_optimizer(model, cfg)  # groups from the mixers' hints, wrapped models included
     if resume_state is not None:
         load_optimizer_state(train_model, optimizer, resume_state["optimizer"])
