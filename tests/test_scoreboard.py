@@ -1,0 +1,159 @@
+"""The GPU scoreboard (seqzoo/bench/scoreboard.py) on a CPU: its --smoke mode runs every target at tiny shapes with
+the Triton kernels in the interpreter (TRITON_INTERPRET=1, conftest.py). The checks are about the plumbing: the
+result file's schema, a failed check or a dead part recorded as not met with its reason, a missing peer giving
+``baseline: published`` (mLSTM) or ``skipped`` (GateLoop). Never speed: no GPU here, ever.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the smoke mode is the CPU run")
+
+import seqzoo.bench.scoreboard as sb
+from seqzoo.bench import scoreboard_parts as parts
+from seqzoo.cli import main
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """One in-process smoke run of every part (about 10 s on a busy 2-core CPU), shared by the tests below."""
+    out = tmp_path_factory.mktemp("scoreboard")
+    path = sb.run_scoreboard(out, smoke=True, isolate=False, commit="test-commit")
+    return path, json.loads(path.read_text())
+
+
+def test_smoke_file_has_the_schema(smoke):
+    path, data = smoke
+    assert path.name.startswith(data["date"][:10] + "-cpu-smoke-") and path.suffix == ".json"
+    lengths = parts.SMOKE_SHAPES.lengths
+    assert set(data["targets"]) == {f"{t.name}_T{T}" for t in sb.TARGETS for T in lengths}
+    for name, e in data["targets"].items():
+        assert isinstance(e["met"], bool) and isinstance(e["goal"], float), name
+        assert e["ratio"] is None or (isinstance(e["ratio"], float) and e["ratio"] > 0), name
+        assert e["compare"] in ("<=", ">=") and e["status"] in ("met", "not met", "skipped", "failed"), name
+        assert e["met"] == (e["status"] == "met"), name
+    assert data["smoke"] is True and data["commit"] == "test-commit" and data["dtype"] == "float32"
+    assert set(data["versions"]) >= {"torch", "triton", "flash-linear-attention", "mlstm_kernels", "cuda", "driver"}
+    assert data["date"].endswith("Z") and data["gpu"].startswith("cpu-smoke")
+    assert set(data["parts"]) == set(parts.PARTS) and all(p["error"] is None for p in data["parts"].values())
+    # every seqzoo implementation passed its check and was timed at both lengths (raw times kept)
+    ours = {t.ours for t in sb.TARGETS} | {"slstm_loop", "copy"}
+    timed = {(r["impl"], r["T"]) for r in data["records"] if r["status"] == "ok" and r["times_ms"]}
+    assert {(i, T) for i in ours for T in lengths} <= timed
+    for r in data["records"]:
+        if r["impl"] != "copy" and r["status"] == "ok":
+            assert r["check"]["ok"] and r["check"]["worst"] <= r["check"]["tol"] == 1e-3
+
+
+def test_smoke_scores_every_seqzoo_target(smoke):
+    """Targets whose yardstick runs here (copy, the sLSTM loop) get a ratio; on a CPU far from the goals."""
+    _, data = smoke
+    for name, e in data["targets"].items():
+        if name.startswith(("rglru_", "slstm_")):
+            assert e["ratio"] is not None and e["baseline"] == "same run", (name, e)
+            assert len(e["times_ms"]) == 2
+        if name.startswith("rglru_"):
+            assert set(e["GBps"]) == {"copy", "scan" if "scan" in name else "rglru_fused"}
+
+
+def test_a_missing_peer_gives_published_or_skipped_with_the_reason(smoke):
+    """mlstm_kernels and fla cannot run here (not installed, or failing under the interpreter: docs/benchmarks.md
+    "Peer kernels"): the mLSTM target falls back to the published TFLA figure, GateLoop is skipped; both say why."""
+    _, data = smoke
+    for T in parts.SMOKE_SHAPES.lengths:
+        m = data["targets"][f"mlstm_T{T}"]
+        assert m["baseline"] == "published" and m["base_error"].startswith("mlstm_kernels: ")
+        assert m["published_ms"] == sb.PUBLISHED["mlstm"][4096][0] and "published at T = 4096" in m["source"]
+        assert m["ratio"] == pytest.approx(m["times_ms"]["mlstm"] / m["published_ms"])
+        for name in ("gateloop_real", "gateloop_complex"):
+            g = data["targets"][f"{name}_T{T}"]
+            assert g["baseline"] == "skipped" and g["ratio"] is None and not g["met"]
+            assert g["error"].startswith("fla_chunk_gla: ")
+
+
+class _ScaleGrad(torch.autograd.Function):
+    """Identity forward, gradient × ``factor``: a kernel whose backward is slightly wrong."""
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.factor, None
+
+
+@pytest.mark.parametrize("where", ["output", "gradient"])
+def test_a_reference_mismatch_is_recorded_as_not_met_with_its_reason(tmp_path, monkeypatch, where):
+    """The scan kernel's output × 1.01, or its gradient × 1.01: its check fails, it is never timed, and its targets
+    are failed, not met, with the gap in the reason; the fused RG-LRU beside it is unaffected."""
+    import seqzoo.ops.rglru.triton as rt
+
+    real = rt.linear_scan_triton
+
+    def broken(a, b, state=None, out_dtype=torch.float32):
+        h, hT = real(a, b, state, out_dtype)
+        return (h * 1.01 if where == "output" else _ScaleGrad.apply(h, 1.01)), hT
+
+    monkeypatch.setattr(rt, "linear_scan_triton", broken)
+    data = json.loads(sb.run_scoreboard(tmp_path, smoke=True, isolate=False, only=["rglru"]).read_text())
+    for T in parts.SMOKE_SHAPES.lengths:
+        for phase in ("fwd", "fwdbwd"):
+            e = data["targets"][f"rglru_scan_{phase}_T{T}"]
+            assert e["status"] == "failed" and e["met"] is False and e["ratio"] is None
+            assert "scan: check failed: differs from the float64 reference: worst gap" in e["error"]
+            assert data["targets"][f"rglru_fused_{phase}_T{T}"]["ratio"] is not None
+    bad = [r for r in data["records"] if r["impl"] == "scan"]
+    assert bad and all(r["status"] == "check failed" and "times_ms" not in r for r in bad)
+    gap = bad[0]["check"]["gaps"]["y" if where == "output" else "d1"]
+    assert gap == pytest.approx(0.01, rel=1e-3)
+    # parts not asked for are written as not run, never dropped
+    assert data["targets"]["slstm_T16"]["status"] == "failed" and "not run" in data["targets"]["slstm_T16"]["error"]
+
+
+def test_a_dead_or_slow_part_is_recorded_with_its_reason(tmp_path, monkeypatch):
+    """A part whose process aborts (a compiler assertion) or outlasts its budget: its targets say so, the file is
+    written, and the other parts' results are kept."""
+    real = sb._child_command
+
+    def child(part, records, smoke):
+        if part == "slstm":
+            return [sys.executable, "-c", "import os, sys; print('LLVM ERROR: boom', file=sys.stderr); os.abort()"]
+        if part == "mlstm":
+            return [sys.executable, "-c", "import time; time.sleep(60)"]
+        return real(part, records, smoke)
+
+    monkeypatch.setattr(sb, "_child_command", child)
+    monkeypatch.setattr(sb, "SMOKE_PART_BUDGET_S", 3)
+    monkeypatch.setattr(sb, "MIN_PART_S", 0)
+    data = json.loads(sb.run_scoreboard(tmp_path, smoke=True, only=["slstm", "mlstm"]).read_text())
+    s = data["targets"]["slstm_T16"]
+    assert (
+        s["status"] == "failed" and s["error"] == "slstm_triton: part slstm: process exited with -6: LLVM ERROR: boom"
+    )
+    m = data["targets"]["mlstm_T32"]
+    assert m["status"] == "failed" and m["error"] == "mlstm: part mlstm timed out after 3 s"
+    assert data["parts"]["mlstm"]["error"] == "part mlstm timed out after 3 s"
+
+
+def test_the_time_limit_leaves_later_parts_not_run(tmp_path):
+    data = json.loads(sb.run_scoreboard(tmp_path, smoke=True, time_limit_s=1, only=["rglru"]).read_text())
+    assert data["parts"]["rglru"]["error"] == "part rglru not run: the 1 s time limit was spent"
+    assert data["targets"]["rglru_scan_fwd_T16"]["error"].startswith("scan: part rglru not run")
+
+
+def test_bad_input_is_refused_before_any_file(tmp_path, capsys):
+    out = tmp_path / "never"
+    assert main(["kernels", "scoreboard", "--out", str(out)]) == 2  # no CUDA, no --smoke
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+    assert main(["kernels", "scoreboard", "--smoke", "--parts", "mlstm,bogus", "--out", str(out)]) == 2
+    assert "--parts: unknown ['bogus']" in capsys.readouterr().err
+    assert main(["kernels", "scoreboard", "--smoke", "--time-limit", "0", "--out", str(out)]) == 2
+    assert not out.exists()
