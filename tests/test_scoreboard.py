@@ -6,6 +6,7 @@ result file's schema, a failed check or a dead part recorded as not met with its
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -58,6 +59,9 @@ def test_smoke_scores_every_seqzoo_target(smoke):
         if name.startswith(("rglru_", "slstm_")):
             assert e["ratio"] is not None and e["baseline"] == "same run", (name, e)
             assert len(e["times_ms"]) == 2
+        if name.startswith("slstm_"):  # the official CUDA cell: its time, or why there is none (no xlstm, no CUDA)
+            beside = e["beside"]["slstm_official"]
+            assert isinstance(beside, str) and beside.startswith("slstm_official: "), beside
         if name.startswith("rglru_"):
             assert set(e["GBps"]) == {"copy", "scan" if "scan" in name else "rglru_fused"}
 
@@ -133,14 +137,32 @@ def test_a_dead_or_slow_part_is_recorded_with_its_reason(tmp_path, monkeypatch):
     monkeypatch.setattr(sb, "_child_command", child)
     monkeypatch.setattr(sb, "SMOKE_PART_BUDGET_S", 3)
     monkeypatch.setattr(sb, "MIN_PART_S", 0)
-    data = json.loads(sb.run_scoreboard(tmp_path, smoke=True, only=["slstm", "mlstm"]).read_text())
+    # 8 s for both: mlstm (run first) may use what slstm's 3 s leave, 5 s, and is killed then
+    data = json.loads(sb.run_scoreboard(tmp_path, smoke=True, time_limit_s=8, only=["slstm", "mlstm"]).read_text())
     s = data["targets"]["slstm_T16"]
-    assert (
-        s["status"] == "failed" and s["error"] == "slstm_triton: part slstm: process exited with -6: LLVM ERROR: boom"
-    )
+    assert s["status"] == "failed"
+    assert s["error"] == "slstm_triton: part slstm: process exited with -6: LLVM ERROR: boom"
     m = data["targets"]["mlstm_T32"]
-    assert m["status"] == "failed" and m["error"] == "mlstm: part mlstm timed out after 3 s"
-    assert data["parts"]["mlstm"]["error"] == "part mlstm timed out after 3 s"
+    assert m["status"] == "failed" and m["error"] == "mlstm: part mlstm timed out after 5 s"
+    assert data["parts"]["mlstm"]["error"] == "part mlstm timed out after 5 s"
+
+
+def test_an_interrupted_run_keeps_the_records_of_the_part_it_stopped(tmp_path, monkeypatch):
+    """The device script's time limit interrupts the run mid-part: the file holds that part's finished records."""
+    rec = {"impl": "copy", "T": 16, "phase": "copy", "status": "ok", "ms": 1.0, "bytes": 8}
+
+    def interrupted(part, records, smoke, autotune, budget):
+        parts.append_record(records)(rec)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sb, "run_part_isolated", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sb.run_scoreboard(tmp_path, smoke=True, only=["rglru"])
+    (path,) = tmp_path.glob("*.json")
+    data = json.loads(path.read_text())
+    assert data["parts"]["rglru"]["error"].startswith("part rglru interrupted after")
+    assert data["records"] == [rec]
+    assert data["targets"]["rglru_scan_fwd_T16"]["error"].startswith("scan: part rglru interrupted")
 
 
 def test_the_time_limit_leaves_later_parts_not_run(tmp_path):
@@ -157,3 +179,18 @@ def test_bad_input_is_refused_before_any_file(tmp_path, capsys):
     assert "--parts: unknown ['bogus']" in capsys.readouterr().err
     assert main(["kernels", "scoreboard", "--smoke", "--time-limit", "0", "--out", str(out)]) == 2
     assert not out.exists()
+
+
+@pytest.mark.parity
+def test_the_official_slstm_cell_gets_seqzoos_inputs_right():
+    """The official cell's call site (its recurrent kernel = seqzoo's R, zero bias, gate-major input, (B, H, T, d)
+    output) computes seqzoo's sLSTM: checked with its PyTorch backend ("vanilla"; the scoreboard runs "cuda", which
+    takes the same external layouts), output and the wx gradient against the float64 reference."""
+    pytest.importorskip("xlstm")
+    fam = parts.slstm_family(dataclasses.replace(parts.SMOKE_SHAPES, slstm_heads=2))  # 2 heads: the layouts differ
+    impl = parts.Impl("official", lambda ins: parts.official_slstm_cell(ins, "vanilla"), gradients_gate=False)
+    gen = torch.Generator().manual_seed(0)
+    ins = fam.make(2, 9, gen)
+    verdict = parts.check(impl, ins, parts.reference_of(fam, ins, gen))
+    assert verdict["ok"] and set(verdict["gaps"]) == {"y", "d0"}  # R is the module's parameter: not compared
+    assert verdict["gaps"]["y"] < 1e-6 and verdict["gaps"]["d0"] < 1e-6

@@ -49,10 +49,19 @@ import torch
 from ..errors import InputError, require
 from . import scoreboard_parts as parts
 
-# seconds each part may take on the GPU (compiles included, SEQZOO_AUTOTUNE=first); they add up to 430 s
-PART_BUDGET_S = {"rglru": 40, "mlstm": 80, "mlstm_peer": 60, "gla": 90, "gla_peer": 60, "slstm": 100}
+# seconds each part may take on the GPU (compiles included, SEQZOO_AUTOTUNE=first), 440 s in all; a part also gets
+# what the parts before it left unused
+PART_BUDGET_S = {
+    "rglru": 40,
+    "mlstm": 70,
+    "mlstm_peer": 60,
+    "gla": 80,
+    "gla_peer": 60,
+    "slstm": 90,
+    "slstm_official": 40,  # NX-AI's CUDA sLSTM compiles with nvcc at first use: where it does not fit, it says so
+}
 SMOKE_PART_BUDGET_S = 300  # the interpreter on a loaded CPU: a few seconds a part, with room
-DEFAULT_TIME_LIMIT_S = 440  # the whole run, under the 8 minutes the device check is sized for
+DEFAULT_TIME_LIMIT_S = 450  # the whole run, under the 8 minutes the device check is sized for
 MIN_PART_S = 5  # a part is not started with less time left than this
 
 # TFLA's mLSTMexp (sigmoid forget, exponential input gate, chunk 128) forward+backward on an H100, B·T = 65,536,
@@ -88,6 +97,7 @@ class Target:
     phase: str
     what: str
     missing_base: str = "failed"  # when the base cannot run: "published" (PUBLISHED), "skipped" or "failed"
+    beside: tuple[str, ...] = ()  # implementations shown next to the ratio (their time, or why there is none)
 
     @property
     def compare(self) -> str:
@@ -122,7 +132,16 @@ TARGETS = (
     Target(
         "rglru_fused_fwdbwd", "bandwidth", "rglru_fused", "copy", 0.6, "fwdbwd", "fused RG-LRU fwd+bwd ÷ copy bytes/s"
     ),
-    Target("slstm", "speedup", "slstm_triton", "slstm_loop", 10.0, "fwdbwd", "sLSTM PyTorch loop / Triton"),
+    Target(
+        "slstm",
+        "speedup",
+        "slstm_triton",
+        "slstm_loop",
+        10.0,
+        "fwdbwd",
+        "sLSTM PyTorch loop / Triton",
+        beside=("slstm_official",),
+    ),
 )
 
 
@@ -156,6 +175,9 @@ def score(target: Target, T: int, records: list[dict], part_errors: dict[str, st
         "baseline": "same run",
         "times_ms": {},
     }
+    for key in target.beside:
+        why = _why_missing(records, key, T, target.phase, part_errors)
+        entry.setdefault("beside", {})[key] = why or _find(records, key, T, target.phase)["ms"]
     ours_err = _why_missing(records, target.ours, T, target.phase, part_errors)
     base_err = _why_missing(records, target.base, T, target.phase, part_errors)
     ours = _find(records, target.ours, T, target.phase)
@@ -262,22 +284,36 @@ def run_scoreboard(
     part_log: dict[str, dict] = {}
     names = [p for p in parts.PARTS if only is None or p in only]
     with tempfile.TemporaryDirectory(prefix="seqzoo-scoreboard-") as tmp:
-        for name in names:
+        for j, name in enumerate(names):
             t0 = time.monotonic()
-            left = deadline - time.monotonic()
-            budget = min(SMOKE_PART_BUDGET_S if smoke else PART_BUDGET_S[name], left)
-            if budget < MIN_PART_S:
-                part_log[name] = {"error": f"part {name} not run: the {time_limit_s:.0f} s time limit was spent"}
-            elif isolate:
-                rec_file = Path(tmp) / f"{name}.jsonl"
-                err = run_part_isolated(name, rec_file, smoke, autotune, budget)
-                records += _read_records(rec_file)
-                part_log[name] = {"seconds": round(time.monotonic() - t0, 1), "budget_s": round(budget), "error": err}
-            else:
-                parts.run_part(name, device, smoke, records.append)
-                part_log[name] = {"seconds": round(time.monotonic() - t0, 1), "error": None}
+            left = deadline - t0
+            budget = min(left, max(_budget(name, smoke), left - sum(_budget(n, smoke) for n in names[j + 1 :])))
+            rec_file = Path(tmp) / f"{name}.jsonl"
+            try:
+                if budget < MIN_PART_S:
+                    part_log[name] = {"error": f"part {name} not run: the {time_limit_s:.0f} s time limit was spent"}
+                elif isolate:
+                    err = run_part_isolated(name, rec_file, smoke, autotune, budget)
+                    records += _read_records(rec_file)
+                    part_log[name] = {
+                        "seconds": round(time.monotonic() - t0, 1),
+                        "budget_s": round(budget),
+                        "error": err,
+                    }
+                else:
+                    parts.run_part(name, device, smoke, records.append)
+                    part_log[name] = {"seconds": round(time.monotonic() - t0, 1), "error": None}
+            except KeyboardInterrupt:  # stopped from outside (the device script's time limit): keep what is known
+                records += _read_records(rec_file) if isolate else []
+                part_log[name] = {"error": f"part {name} interrupted after {time.monotonic() - t0:.0f} s"}
+                write(path, meta, records, part_log, names)
+                raise
             write(path, meta, records, part_log, names)
     return path
+
+
+def _budget(part: str, smoke: bool) -> float:
+    return SMOKE_PART_BUDGET_S if smoke else PART_BUDGET_S[part]
 
 
 def write(path: Path, meta: dict, records: list[dict], part_log: dict[str, dict], names: list[str]) -> None:

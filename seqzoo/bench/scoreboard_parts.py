@@ -390,8 +390,38 @@ def slstm_family(s: Shapes) -> Family:
         impls=[
             Impl("slstm_triton", _same(lambda *a: slstm(*a, mode="triton"))),
             Impl("slstm_loop", _same(lambda *a: slstm(*a, mode="fused"))),
+            Impl("slstm_official", lambda ins: official_slstm_cell(ins, "cuda"), gradients_gate=False),
         ],
     )
+
+
+_OFFICIAL_CELLS: dict[tuple, Any] = {}
+
+
+def official_slstm_cell(ins, backend: str):
+    """NX-AI xlstm's ``sLSTMCell`` with ``backend="cuda"`` (its CUDA kernels, compiled at first use for each batch
+    size, which they take as a compile-time constant; ``"vanilla"``, its PyTorch loop, tests the mapping on a CPU). Its recurrent kernel takes seqzoo's R as it is (the same
+    (H, d, 4, d) layout, ``seqzoo/parity/xlstm.py``) and a zero bias (seqzoo's wx holds the bias); its input is
+    gate-major (B, T, 4·H·d), its output (B, H, T, d), transposed back. Only its output is checked (its R is a
+    parameter of the module, so its gradient is not compared)."""
+    from xlstm.blocks.slstm.cell import sLSTMCell, sLSTMCellConfig
+
+    wx, R = ins
+    B, T, H, _, d = wx.shape
+    key = (backend, B, H, d, wx.dtype, wx.device)
+    if key not in _OFFICIAL_CELLS:
+        dtype = str(wx.dtype).replace("torch.", "")
+        cfg = sLSTMCellConfig(hidden_size=H * d, num_heads=H, backend=backend, batch_size=B, dtype=dtype)
+        _OFFICIAL_CELLS[key] = sLSTMCell(cfg).to(wx.device).train()
+    cell = _OFFICIAL_CELLS[key]
+    with torch.no_grad():
+        cell.recurrent_kernel[...] = R.to(cell.recurrent_kernel.dtype)
+        cell.bias[...] = 0.0
+
+    def run(wx_):  # the gate-major copy of wx is inside the timed call: 2·B·T·4·H·d bytes, next to T sequential steps
+        return cell(wx_.permute(0, 1, 3, 2, 4).reshape(B, T, 4 * H * d))[0].transpose(1, 2)
+
+    return run, [wx]
 
 
 # ------------------------------------------------------------------------------------------------ the parts
@@ -423,6 +453,7 @@ PARTS: dict[str, tuple[tuple[str, ...], Callable[[Context], None]]] = {
     "gla": (("gla_real", "gateloop_complex"), _gla_part),
     "gla_peer": (("fla_chunk_gla",), _family_part(lambda s: gla_family(s, False), ("fla_chunk_gla",))),
     "slstm": (("slstm_triton", "slstm_loop"), _family_part(slstm_family, ("slstm_triton", "slstm_loop"))),
+    "slstm_official": (("slstm_official",), _family_part(slstm_family, ("slstm_official",))),
 }
 
 
