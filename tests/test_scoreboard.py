@@ -194,3 +194,22 @@ def test_the_official_slstm_cell_gets_seqzoos_inputs_right():
     verdict = parts.check(impl, ins, parts.reference_of(fam, ins, gen))
     assert verdict["ok"] and set(verdict["gaps"]) == {"y", "d0"}  # R is the module's parameter: not compared
     assert verdict["gaps"]["y"] < 1e-6 and verdict["gaps"]["d0"] < 1e-6
+
+
+def test_tuned_parts_run_with_autotune_all_and_the_file_says_so(tmp_path, monkeypatch):
+    """--tune-parts: those parts' processes get SEQZOO_AUTOTUNE=all, the others --autotune's value; every target
+    records how its kernel got its config."""
+    seen = tmp_path / "seen.txt"
+
+    def child(part, records, smoke):
+        code = "import os, sys; open(sys.argv[1], 'a').write(sys.argv[2] + '=' + os.environ['SEQZOO_AUTOTUNE'] + ' ')"
+        return [sys.executable, "-c", code, str(seen), part]
+
+    monkeypatch.setattr(sb, "_child_command", child)
+    path = sb.run_scoreboard(tmp_path / "out", smoke=True, only=["rglru", "slstm"], tune_parts=["slstm"])
+    assert seen.read_text().split() == ["rglru=first", "slstm=all"]
+    data = json.loads(path.read_text())
+    assert data["parts"]["slstm"]["autotune"] == "all" and data["parts"]["rglru"]["autotune"] == "first"
+    assert data["targets"]["slstm_T16"]["autotune"] == "all"
+    assert data["targets"]["rglru_fused_fwd_T16"]["autotune"] == "first"
+    assert data["targets"]["mlstm_T16"]["autotune"] is None  # its part did not run

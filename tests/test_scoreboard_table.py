@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _result(date: str, gpu: str = "NVIDIA H200", smoke: bool = False, ratio: float | None = 1.1) -> dict:
     entry = {"ratio": ratio, "goal": 1.25, "met": ratio is not None and ratio <= 1.25, "compare": "<="}
     entry.update(baseline="same run", times_ms={"mlstm": 16.5, "mlstm_kernels": 15.0}, status="met")
+    entry["beside"] = {"slstm_official": 812.0}
     if ratio is None:
         entry.update(met=False, status="failed", error="mlstm: part mlstm timed out after 80 s")
     return {
@@ -47,7 +48,7 @@ def test_newest_file_wins_and_smoke_runs_never_count(tmp_path):
     path, data = table.newest_scoreboard(tmp_path)
     assert path.name == "2026-12-02-nvidia-h100.json"
     block = table.docs_block(tmp_path)
-    row = "| mlstm_T4096 | – | <= 1.25 | failed | same run | mlstm 16.5, mlstm_kernels 15 | mlstm: part mlstm timed out after 80 s |"
+    row = "| mlstm_T4096 | – | <= 1.25 | failed | same run | mlstm 16.5, mlstm_kernels 15 | mlstm: part mlstm timed out after 80 s; slstm_official 812 ms |"
     assert row in block.splitlines()
     assert "commit abc123" in block and "torch 2.11.0" in block
 

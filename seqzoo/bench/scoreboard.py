@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 
+from .. import settings
 from ..errors import InputError, require
 from . import scoreboard_parts as parts
 
@@ -158,8 +159,12 @@ def _why_missing(records: list[dict], impl: str, T: int, phase: str, part_errors
     r = _find(records, impl, T, phase)
     if r is not None:
         return None if r.get("status") == "ok" else f"{impl}: {r.get('status')}: {r.get('error')}"
-    owner = next((name for name, (keys, _) in parts.PARTS.items() if impl in keys), None)
-    return f"{impl}: {part_errors.get(owner, 'not run')}"
+    return f"{impl}: {part_errors.get(owner(impl), 'not run')}"
+
+
+def owner(impl: str) -> str | None:
+    """The part that measures implementation ``impl``."""
+    return next((name for name, (keys, _) in parts.PARTS.items() if impl in keys), None)
 
 
 def score(target: Target, T: int, records: list[dict], part_errors: dict[str, str]) -> dict[str, Any]:
@@ -170,6 +175,7 @@ def score(target: Target, T: int, records: list[dict], part_errors: dict[str, st
         "met": False,
         "compare": target.compare,
         "what": target.what,
+        "ours": target.ours,
         "T": T,
         "phase": target.phase,
         "baseline": "same run",
@@ -251,14 +257,16 @@ def run_part_isolated(part: str, records: Path, smoke: bool, autotune: str, budg
     return None
 
 
-def check_args(out: str | Path, smoke: bool, time_limit_s: float, autotune: str, only: list[str] | None) -> None:
+def check_args(
+    out: str | Path, smoke: bool, time_limit_s: float, autotune: str, only: list[str] | None, option: str = "--parts"
+) -> None:
     from ..outputs import check_output_dir
 
     check_output_dir(out, "--out")
     require(time_limit_s > 0, f"--time-limit must be > 0 seconds, got {time_limit_s}")
     require(autotune in ("first", "all"), f"--autotune must be first or all, got {autotune!r}")
     unknown = [p for p in only or [] if p not in parts.PARTS]
-    require(not unknown, f"--parts: unknown {unknown}; choose from {', '.join(parts.PARTS)}")
+    require(not unknown, f"{option}: unknown {unknown}; choose from {', '.join(parts.PARTS)}")
     if not smoke and not torch.cuda.is_available():
         raise InputError("scoreboard: needs a CUDA GPU (none is visible); --smoke runs it on the CPU at tiny shapes")
 
@@ -268,13 +276,17 @@ def run_scoreboard(
     smoke: bool = False,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     autotune: str = "first",
+    tune_parts: list[str] | None = None,
     isolate: bool = True,
     only: list[str] | None = None,
     commit: str | None = None,
     command: str = "",
 ) -> Path:
-    """Run the parts (all, or ``only``), score the targets, write ``<out>/<date>-<gpu>.json``; returns its path."""
+    """Run the parts (all, or ``only``), score the targets, write ``<out>/<date>-<gpu>.json``; returns its path.
+    Isolated parts run with ``SEQZOO_AUTOTUNE=autotune``, those in ``tune_parts`` with ``all``; in-process
+    (``isolate=False``) they keep this process's setting."""
     check_args(out, smoke, time_limit_s, autotune, only)
+    check_args(out, smoke, time_limit_s, autotune, tune_parts, option="--tune-parts")
     deadline = time.monotonic() + time_limit_s
     device = torch.device("cpu" if smoke else "cuda")
     meta = environment(device, smoke, autotune, commit, command)
@@ -293,16 +305,15 @@ def run_scoreboard(
                 if budget < MIN_PART_S:
                     part_log[name] = {"error": f"part {name} not run: the {time_limit_s:.0f} s time limit was spent"}
                 elif isolate:
-                    err = run_part_isolated(name, rec_file, smoke, autotune, budget)
+                    mode = "all" if name in (tune_parts or ()) else autotune
+                    err = run_part_isolated(name, rec_file, smoke, mode, budget)
                     records += _read_records(rec_file)
-                    part_log[name] = {
-                        "seconds": round(time.monotonic() - t0, 1),
-                        "budget_s": round(budget),
-                        "error": err,
-                    }
+                    part_log[name] = {"seconds": round(time.monotonic() - t0, 1), "budget_s": round(budget)}
+                    part_log[name].update(autotune=mode, error=err)
                 else:
                     parts.run_part(name, device, smoke, records.append)
-                    part_log[name] = {"seconds": round(time.monotonic() - t0, 1), "error": None}
+                    part_log[name] = {"seconds": round(time.monotonic() - t0, 1), "autotune": settings.autotune()}
+                    part_log[name]["error"] = None
             except KeyboardInterrupt:  # stopped from outside (the device script's time limit): keep what is known
                 records += _read_records(rec_file) if isolate else []
                 part_log[name] = {"error": f"part {name} interrupted after {time.monotonic() - t0:.0f} s"}
@@ -323,8 +334,11 @@ def write(path: Path, meta: dict, records: list[dict], part_log: dict[str, dict]
         if not log.get("error"):
             errors[n] = "no record (the part finished without measuring it)"
     shapes = parts.SMOKE_SHAPES if meta["smoke"] else parts.GPU_SHAPES
+    targets = score_all(records, errors, shapes.lengths)
+    for entry in targets.values():  # how the timed kernel got its config: tuned over all, or the first that fits
+        entry["autotune"] = part_log.get(owner(entry["ours"]) or "", {}).get("autotune")
     data = {
-        "targets": score_all(records, errors, shapes.lengths),
+        "targets": targets,
         **meta,
         "parts": {n: part_log.get(n, {"error": "not run"}) for n in names},
         "shapes": {k: (str(v).replace("torch.", "") if k == "dtype" else v) for k, v in vars(shapes).items()},
@@ -394,6 +408,7 @@ def environment(device: torch.device, smoke: bool, autotune: str, commit: str | 
             "flash-linear-attention": _dist_version("flash-linear-attention"),
             "fla-core": _dist_version("fla-core"),
             "mlstm_kernels": _dist_version("mlstm_kernels"),
+            "xlstm": _dist_version("xlstm"),
             "cuda": torch.version.cuda or "none",
             "driver": _driver_version() if cuda else "none",
         },

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 
 from ..errors import require
 
@@ -31,15 +30,25 @@ def cmd_scoreboard(args: argparse.Namespace) -> int:
         smoke=args.smoke,
         time_limit_s=args.time_limit or scoreboard.DEFAULT_TIME_LIMIT_S,
         autotune=args.autotune,
+        tune_parts=_list(args.tune_parts),
         isolate=not args.no_isolate,
         only=_list(args.parts),
         commit=args.commit,
-        command="seqzoo kernels scoreboard " + " ".join(shlex.quote(a) for a in sys.argv[1:][2:]),
+        command=_command(args),
     )
     data = table.json.loads(path.read_text())
     print(table.render_table(data))
     print(f"wrote {path}")
     return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line of this run, as the result file records it."""
+    words = ["seqzoo", "kernels", "scoreboard", "--out", args.out, "--autotune", args.autotune]
+    words += ["--smoke"] * args.smoke + ["--no-isolate"] * args.no_isolate
+    for flag, value in (("--time-limit", args.time_limit), ("--parts", args.parts), ("--tune-parts", args.tune_parts)):
+        words += [flag, str(value)] if value is not None else []
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def add_parser(sub) -> None:
@@ -60,6 +69,11 @@ def add_parser(sub) -> None:
         "--autotune", choices=("first", "all"), default="first", help="the children's SEQZOO_AUTOTUNE (first)"
     )
     s.add_argument("--parts", default=None, help="comma-separated parts to run (default: all)")
+    s.add_argument(
+        "--tune-parts",
+        default=None,
+        help="comma-separated parts run with SEQZOO_AUTOTUNE=all, e.g. mlstm,gla (minutes each; default: none)",
+    )
     s.add_argument("--no-isolate", action="store_true", help="run the parts in this process (no time budgets)")
     s.add_argument("--commit", default=None, help="the commit measured (default: git rev-parse HEAD)")
     s.add_argument("--table", action="store_true", help="print the docs table of the newest file in --out")

@@ -57,11 +57,11 @@ SMOKE_SHAPES = Shapes(32, (16, 32), 1, 16, 16, 32, 1, 8, torch.float32, 1)
 class Timing:
     budget_s: float  # per implementation and point: repeats continue until this is spent
     min_repeats: int
-    warmup: int
+    warmup: int  # calls of each phase at the timed shape before the check (compiles, autotuning)
 
 
 GPU_TIMING = Timing(budget_s=2.0, min_repeats=3, warmup=1)
-SMOKE_TIMING = Timing(budget_s=0.0, min_repeats=1, warmup=0)  # the check has already run the kernels once
+SMOKE_TIMING = Timing(budget_s=0.0, min_repeats=1, warmup=0)  # the check has run the kernels: no warm-up
 
 
 @dataclass
@@ -159,7 +159,10 @@ def closures(impl: Impl, inputs: list[torch.Tensor], gen: torch.Generator):
 
 
 def measure(ctx: Context, family: Family, impls: list[Impl]) -> None:
-    """Check, then time, each of ``impls`` at every length; one record per (impl, T, phase), emitted at once."""
+    """Warm up, check, then time each of ``impls`` at every length; one record per (impl, T, phase), emitted at once.
+
+    The warm-up calls run at the timed shape before the check, so that compiling and autotuning (its key leaves out
+    B and T, so it tunes once, at the first launch) see the shape that is timed, not the check's few rows."""
     s = ctx.shapes
     for T in s.lengths:
         B = max(1, s.tokens // T)
@@ -170,6 +173,7 @@ def measure(ctx: Context, family: Family, impls: list[Impl]) -> None:
         for impl in impls:
             base = {"family": family.name, "impl": impl.key, "T": T, "B": B}
             try:
+                calls = _warm_calls(ctx, family, impl, B, T)
                 ref = ref or reference_of(family, check_in, gen)
                 verdict = check(impl, check_in, ref)
             except ImportError as e:
@@ -182,7 +186,8 @@ def measure(ctx: Context, family: Family, impls: list[Impl]) -> None:
                 why = f"differs from the float64 reference: worst gap {verdict['worst']:.3g} > {verdict['tol']}"
                 _emit_all(ctx, family, {**base, "status": "check failed", "check": verdict, "error": why})
                 continue
-            _time(ctx, family, impl, {**base, "check": verdict}, B, T)
+            _time(ctx, family, impl, calls, {**base, "check": verdict}, B, T)
+            del calls
             if ctx.device.type == "cuda":
                 torch.cuda.empty_cache()
 
@@ -192,20 +197,24 @@ def _emit_all(ctx: Context, family: Family, rec: dict[str, Any]) -> None:
         ctx.emit({**rec, "phase": phase})
 
 
-def _time(ctx: Context, family: Family, impl: Impl, base: dict, B: int, T: int) -> None:
+def _warm_calls(ctx: Context, family: Family, impl: Impl, B: int, T: int) -> dict[str, Callable[[], Any]]:
+    """The timed calls of ``impl`` on fresh inputs of the timed shape, each run ``ctx.timing.warmup`` times."""
     gen = torch.Generator(device=ctx.device)
     gen.manual_seed(T)
-    try:
-        calls = closures(impl, family.make(B, T, gen), gen)
-    except Exception as e:  # noqa: BLE001 - e.g. out of memory at the full shape: recorded
-        _emit_all(ctx, family, {**base, "status": "error", "error": _said(e)})
-        return
+    calls = closures(impl, family.make(B, T, gen), gen)
+    for _ in range(ctx.timing.warmup):
+        for phase in family.phases:
+            calls[phase]()
+    return calls
+
+
+def _time(ctx: Context, family: Family, impl: Impl, calls: dict, base: dict, B: int, T: int) -> None:
     t = ctx.timing
     for phase in family.phases:
         rec = {**base, "phase": phase}
-        try:
-            times = time_calls(calls[phase], ctx.device, t.budget_s, t.min_repeats, warmup=t.warmup)
-        except Exception as e:  # noqa: BLE001
+        try:  # warmed up before the check already
+            times = time_calls(calls[phase], ctx.device, t.budget_s, t.min_repeats, warmup=0)
+        except Exception as e:  # noqa: BLE001 - e.g. a CUDA fault: recorded, the part goes on
             ctx.emit({**rec, "status": "error", "error": _said(e)})
             continue
         rec.update(status="ok", times_ms=times, **summary(times))

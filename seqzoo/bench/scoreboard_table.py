@@ -49,6 +49,8 @@ def render_table(data: dict[str, Any]) -> str:
         note = e.get("error") or e.get("source") or ""
         if e.get("baseline") == "published" and e.get("base_error"):
             note = f"{note}; same-run peer: {e['base_error']}"
+        for key, got in e.get("beside", {}).items():  # shown next to the ratio: a time, or why there is none
+            note = "; ".join(x for x in (note, f"{key} {got:.3g} ms" if isinstance(got, float) else got) if x)
         note = note.replace("|", "\\|").replace("\n", " ")
         met = "**yes**" if e["met"] else ("no" if e.get("ratio") is not None else e.get("status", "no"))
         lines.append(
