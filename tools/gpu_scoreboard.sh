@@ -1,9 +1,11 @@
 #!/bin/bash
 # The GPU scoreboard (docs/benchmarks.md, "Scoreboard"): the first thing a session with a GPU runs, from the
-# repository root. Installs the peer wheels in .whl/ when there are any (flash-linear-attention, fla-core,
-# mlstm_kernels; made as tools/gpu_check.sh says), runs `seqzoo kernels scoreboard` under a hard time limit and copies
-# the result file and the log to $OUT (default results/gpu-scoreboard), so that a device tool returning $OUT brings
-# them back. The scoreboard writes its file after every part, so a run stopped at the limit still leaves one.
+# repository root. Installs the peer wheels in .whl/ when there are any, runs `seqzoo kernels scoreboard` under a hard
+# time limit and copies the result file, its docs table (table.md) and the log to $OUT (default
+# results/gpu-scoreboard), so that a device tool returning $OUT brings them back. The scoreboard writes its file after
+# every part, so a run stopped at the limit still leaves one. The peers' wheels (no internet on a device), e.g.:
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+#       --platform any -d .whl flash-linear-attention==0.6.0 fla-core==0.6.0 mlstm_kernels==2.0.6 xlstm==2.0.6
 #
 #   bash tools/gpu_scoreboard.sh                         # about 7.5 minutes (LIMIT=480 s hard, TIME_LIMIT=440 s)
 #   COMMIT=<sha> bash tools/gpu_scoreboard.sh            # the commit measured, where the copy has no .git
@@ -28,6 +30,7 @@ timeout -s INT -k 10 "${LIMIT:-480}" python3 -m seqzoo kernels scoreboard --out 
 rc=$?
 tail -25 "$O/scoreboard.log"
 find "$DEST" -maxdepth 1 -name '*.json' -newer "$stamp" -exec cp {} "$O/" \; # the files this run wrote
+python3 -m seqzoo kernels scoreboard --out "$DEST" --table > "$O/table.md" 2>&1
 rm -f "$stamp"
 echo "scoreboard rc $rc; result files in $O: $(cd "$O" && ls ./*.json 2> /dev/null | tr '\n' ' ')"
 exit $rc
