@@ -114,10 +114,11 @@ def _forward_backward(fn, args: list[torch.Tensor], dy: torch.Tensor) -> tuple[t
 
 
 def reference_of(family: Family, inputs: list[torch.Tensor], gen: torch.Generator):
-    """The float64 reference on these inputs: ``(y, input gradients, dy)`` for a random output gradient ``dy``."""
+    """The float64 reference on these inputs: ``(y, input gradients, dy)`` for a random output gradient ``dy``
+    (drawn in the inputs' dtype, so that the implementations get the same dy, not a rounding of it)."""
     leaves = [t.detach().double().requires_grad_(t.is_floating_point()) for t in inputs]
     y = family.reference(*leaves)
-    dy = torch.randn(y.shape, generator=gen, device=y.device, dtype=torch.float64)
+    dy = torch.randn(y.shape, generator=gen, device=y.device).to(inputs[0].dtype).double()
     y.backward(dy)
     return y.detach(), [leaf.grad for leaf in leaves], dy
 
@@ -128,7 +129,7 @@ def check(impl: Impl, inputs: list[torch.Tensor], ref) -> dict[str, Any]:
     y, grads = _forward_backward(fn, args, ref[2])
     tol = TOL[inputs[0].dtype]
     gaps = {"y": rel_err(y, ref[0])}
-    for j, (g, r) in enumerate(zip(grads, ref[1])):
+    for j, (g, r) in enumerate(zip(grads, ref[1])):  # an implementation taking fewer args: only theirs compared
         if r is not None:
             gaps[f"d{j}"] = rel_err(impl.grad_to_ours(g), r) if g is not None else math.inf
     gating = gaps if impl.gradients_gate else {"y": gaps["y"]}
