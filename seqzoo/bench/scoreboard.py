@@ -14,14 +14,16 @@ Targets (``TARGETS``; B·T = 65,536 tokens at T = 4096 and 16384, bf16; ``scoreb
 * ``rglru_scan_*`` / ``rglru_fused_*``: bytes the op must move / its time ≥ 0.6 × bytes / time of a plain copy of
   one activation in the same run (forward, and forward+backward).
 * ``slstm``: the Triton sLSTM (``slstm(mode="triton")``) ≥ 10 × faster than the PyTorch step loop
-  (``mode="fused"``, what ``auto`` runs on a GPU), forward+backward.
+  (``mode="fused"``, what ``auto`` runs on a GPU), forward+backward; NX-AI xlstm's CUDA sLSTM cell beside it where
+  it compiles in its part's time.
 
-Each part (``scoreboard_parts.PARTS``) runs in its own child process with a time budget (``PART_BUDGET_S``, cut to
-what is left of ``--time-limit``): a compiler abort, a CUDA fault or a timeout costs that part, and its targets are
-written with the reason. The result file is rewritten after every part, so a run stopped from outside keeps what
-finished. Children run with ``SEQZOO_AUTOTUNE=first`` by default (one kept config per launch, no tuning: the
-minutes go to the measurements; ``--autotune all`` tunes). Every implementation is checked against the float64
-PyTorch path before its time counts (``scoreboard_parts.py``).
+Each part (``scoreboard_parts.PARTS``) runs in its own child process with a time budget (``PART_BUDGET_S`` plus what
+earlier parts left, cut to what is left of ``--time-limit``): a compiler abort, a CUDA fault or a timeout costs that
+part, and its targets are written with the reason. The result file is rewritten after every part and when the run
+is interrupted, so a run stopped from outside keeps what finished. Children run with ``SEQZOO_AUTOTUNE=first`` by
+default (one kept config per launch, no tuning: the minutes go to the measurements); ``--tune-parts`` names parts
+run with ``all``, ``--autotune all`` tunes every part. Every implementation is checked against the float64 PyTorch
+path before its time counts (``scoreboard_parts.py``).
 
 The file ``<out>/<date>-<gpu>.json``: ``{"targets": {name: {"ratio", "goal", "met", ...}}, "records": [raw
 times per implementation], "versions", "gpu", "commit", "date", "shapes", "dtype", ...}``;
