@@ -417,6 +417,8 @@ def official_slstm_cell(ins, backend: str):
     from xlstm.blocks.slstm.cell import sLSTMCell, sLSTMCellConfig
 
     wx, R = ins
+    if backend == "cuda" and wx.device.type != "cuda":  # not even a compile is tried (it needs nvcc and a GPU)
+        raise RuntimeError(f"the CUDA backend runs on CUDA tensors, got {wx.device.type} tensors")
     B, T, H, _, d = wx.shape
     key = (backend, B, H, d, wx.dtype, wx.device)
     if key not in _OFFICIAL_CELLS:
