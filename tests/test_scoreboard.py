@@ -213,3 +213,31 @@ def test_tuned_parts_run_with_autotune_all_and_the_file_says_so(tmp_path, monkey
     assert data["targets"]["slstm_T16"]["autotune"] == "all"
     assert data["targets"]["rglru_fused_fwd_T16"]["autotune"] == "first"
     assert data["targets"]["mlstm_T16"]["autotune"] is None  # its part did not run
+
+
+@pytest.mark.slow
+def test_the_device_script_brings_back_the_file_and_its_table(tmp_path):
+    """tools/gpu_scoreboard.sh on the CPU (--smoke, one part): the result file, table.md and the log land in $OUT."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out, dest = tmp_path / "out", tmp_path / "gpu"
+    bin_dir = tmp_path / "bin"  # `python3` on the PATH: this interpreter
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # a venv's python, as it is
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "OUT": str(out), "SCOREBOARD_DIR": str(dest), "COMMIT": "c0ffee"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(
+        ["bash", "tools/gpu_scoreboard.sh", "--smoke", "--parts", "rglru"], cwd=root, env=env, capture_output=True
+    )
+    assert done.returncode == 0, done.stdout.decode()[-2000:]
+    (result,) = out.glob("*.json")
+    data = json.loads(result.read_text())
+    assert data["commit"] == "c0ffee" and data["smoke"] and data["targets"]["rglru_scan_fwd_T16"]["ratio"] > 0
+    assert (
+        out / "table.md"
+    ).read_text().strip() == "No scoreboard has run on a GPU yet: `benchmarks/gpu/` holds no result file."
+    assert "wrote" in (out / "scoreboard.log").read_text()
