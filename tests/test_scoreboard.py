@@ -118,6 +118,19 @@ def test_a_reference_mismatch_is_recorded_as_not_met_with_its_reason(tmp_path, m
     assert bad and all(r["status"] == "check failed" and "times_ms" not in r for r in bad)
     gap = bad[0]["check"]["gaps"]["y" if where == "output" else "d1"]
     assert gap == pytest.approx(0.01, rel=1e-3)
+
+
+def test_a_nan_output_fails_its_check_and_the_file_stays_strict_json(tmp_path, monkeypatch):
+    """A kernel that writes NaN: an infinite gap, never met; the file has no NaN or Infinity (strict JSON)."""
+    import seqzoo.ops.rglru.triton as rt
+
+    real = rt.linear_scan_triton
+    monkeypatch.setattr(rt, "linear_scan_triton", lambda *a, **k: (real(*a, **k)[0] * float("nan"), None))
+    path = sb.run_scoreboard(tmp_path, smoke=True, isolate=False, only=["rglru"])
+    data = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    (bad, *_) = [r for r in data["records"] if r["impl"] == "scan"]
+    assert bad["status"] == "check failed" and bad["check"]["gaps"]["y"] == "inf" and bad["check"]["worst"] == "inf"
+    assert data["targets"]["rglru_scan_fwd_T16"]["met"] is False
     # parts not asked for are written as not run, never dropped
     assert data["targets"]["slstm_T16"]["status"] == "failed" and "not run" in data["targets"]["slstm_T16"]["error"]
 

@@ -348,8 +348,20 @@ def write(path: Path, meta: dict, records: list[dict], part_log: dict[str, dict]
         "records": records,
     }
     tmp = path.with_suffix(".json.partial")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    tmp.write_text(json.dumps(_strict(data), indent=1, default=str, allow_nan=False) + "\n")
     tmp.replace(path)  # whole files only: a run killed mid-write keeps the previous one
+
+
+def _strict(x: Any) -> Any:
+    """``x`` with every non-finite float (a gap of a NaN output, say) written as the string "inf", "-inf" or "nan":
+    strict JSON has no such numbers."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_strict(v) for v in x]
+    return x
 
 
 # ------------------------------------------------------------------------------------------------ environment
