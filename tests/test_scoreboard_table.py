@@ -68,3 +68,11 @@ def test_update_docs_rewrites_only_the_block(tmp_path, capsys):
     capsys.readouterr()
     assert main(["kernels", "scoreboard", "--out", str(folder), "--table"]) == 0
     assert capsys.readouterr().out.strip() == table.docs_block(folder)
+
+
+def test_a_page_without_the_block_is_refused(tmp_path, capsys):
+    (tmp_path / "plain.md").write_text("# no block here\n")
+    for doc in (tmp_path / "plain.md", tmp_path / "missing.md"):
+        assert main(["kernels", "scoreboard", "--out", str(tmp_path), "--update-docs", str(doc)]) == 2
+        assert "scoreboard" in capsys.readouterr().err
+    assert (tmp_path / "plain.md").read_text() == "# no block here\n"

@@ -79,6 +79,8 @@ def docs_block(folder: str | Path = "benchmarks/gpu") -> str:
 
 
 def read_docs_block(doc: str | Path) -> str:
+    if not Path(doc).is_file():
+        raise InputError(f"--update-docs: {doc} is not a file (a Markdown page with the scoreboard block)")
     text = Path(doc).read_text()
     if BEGIN not in text or END not in text:
         raise InputError(f"{doc}: no scoreboard block (the lines {BEGIN!r} ... {END!r})")
