@@ -17,6 +17,8 @@ pytest.importorskip("triton")
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the smoke mode is the CPU run")
 
 import seqzoo.bench.scoreboard as sb
+from seqzoo.bench import scoreboard_measure as measure
+from seqzoo.bench import scoreboard_ops as ops
 from seqzoo.bench import scoreboard_parts as parts
 from seqzoo.cli import main
 
@@ -32,7 +34,7 @@ def smoke(tmp_path_factory):
 def test_smoke_file_has_the_schema(smoke):
     path, data = smoke
     assert path.name.startswith(data["date"][:10] + "-cpu-smoke-") and path.suffix == ".json"
-    lengths = parts.SMOKE_SHAPES.lengths
+    lengths = measure.SMOKE_SHAPES.lengths
     assert set(data["targets"]) == {f"{t.name}_T{T}" for t in sb.TARGETS for T in lengths}
     for name, e in data["targets"].items():
         assert isinstance(e["met"], bool) and isinstance(e["goal"], float), name
@@ -70,7 +72,7 @@ def test_a_missing_peer_gives_published_or_skipped_with_the_reason(smoke):
     """mlstm_kernels and fla cannot run here (not installed, or failing under the interpreter: docs/benchmarks.md
     "Peer kernels"): the mLSTM target falls back to the published TFLA figure, GateLoop is skipped; both say why."""
     _, data = smoke
-    for T in parts.SMOKE_SHAPES.lengths:
+    for T in measure.SMOKE_SHAPES.lengths:
         m = data["targets"][f"mlstm_T{T}"]
         assert m["baseline"] == "published" and m["base_error"].startswith("mlstm_kernels: ")
         assert m["published_ms"] == sb.PUBLISHED["mlstm"][4096][0] and "published at T = 4096" in m["source"]
@@ -108,7 +110,7 @@ def test_a_reference_mismatch_is_recorded_as_not_met_with_its_reason(tmp_path, m
 
     monkeypatch.setattr(rt, "linear_scan_triton", broken)
     data = json.loads(sb.run_scoreboard(tmp_path, smoke=True, isolate=False, only=["rglru"]).read_text())
-    for T in parts.SMOKE_SHAPES.lengths:
+    for T in measure.SMOKE_SHAPES.lengths:
         for phase in ("fwd", "fwdbwd"):
             e = data["targets"][f"rglru_scan_{phase}_T{T}"]
             assert e["status"] == "failed" and e["met"] is False and e["ratio"] is None
@@ -200,11 +202,11 @@ def test_the_official_slstm_cell_gets_seqzoos_inputs_right():
     output) computes seqzoo's sLSTM: checked with its PyTorch backend ("vanilla"; the scoreboard runs "cuda", which
     takes the same external layouts), output and the wx gradient against the float64 reference."""
     pytest.importorskip("xlstm")
-    fam = parts.slstm_family(dataclasses.replace(parts.SMOKE_SHAPES, slstm_heads=2))  # 2 heads: the layouts differ
-    impl = parts.Impl("official", lambda ins: parts.official_slstm_cell(ins, "vanilla"), gradients_gate=False)
+    fam = ops.slstm_family(dataclasses.replace(measure.SMOKE_SHAPES, slstm_heads=2))  # 2 heads: the layouts differ
+    impl = measure.Impl("official", lambda ins: ops.official_slstm_cell(ins, "vanilla"), gradients_gate=False)
     gen = torch.Generator().manual_seed(0)
     ins = fam.make(2, 9, gen)
-    verdict = parts.check(impl, ins, parts.reference_of(fam, ins, gen))
+    verdict = measure.check(impl, ins, measure.reference_of(fam, ins, gen))
     assert verdict["ok"] and set(verdict["gaps"]) == {"y", "d0"}  # R is the module's parameter: not compared
     assert verdict["gaps"]["y"] < 1e-6 and verdict["gaps"]["d0"] < 1e-6
 

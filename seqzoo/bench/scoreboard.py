@@ -4,7 +4,7 @@
     seqzoo kernels scoreboard --smoke --out /tmp/sb         # on a CPU: tiny shapes, Triton interpreter (plumbing)
     seqzoo kernels scoreboard --table                       # the docs table of the newest file
 
-Targets (``TARGETS``; B·T = 65,536 tokens at T = 4096 and 16384, bf16; ``scoreboard_parts.py`` for the shapes):
+Targets (``TARGETS``; B·T = 65,536 tokens at T = 4096 and 16384, bf16; ``scoreboard_measure.py`` for the shapes):
 
 * ``mlstm``: the Triton mLSTM (``ops/mlstm/triton.py``) forward+backward ≤ 1.25 × NX-AI mlstm_kernels'
   ``chunkwise--triton_xl_chunk`` (TFLA, arXiv:2503.14376) in the same run; where that peer cannot run, against the
@@ -23,7 +23,7 @@ part, and its targets are written with the reason. The result file is rewritten 
 is interrupted, so a run stopped from outside keeps what finished. Children run with ``SEQZOO_AUTOTUNE=first`` by
 default (one kept config per launch, no tuning: the minutes go to the measurements); ``--tune-parts`` names parts
 run with ``all``, ``--autotune all`` tunes every part. Every implementation is checked against the float64 PyTorch
-path before its time counts (``scoreboard_parts.py``).
+path before its time counts (``scoreboard_measure.py``).
 
 The file ``<out>/<date>-<gpu>.json``: ``{"targets": {name: {"ratio", "goal", "met", ...}}, "records": [raw
 times per implementation], "versions", "gpu", "commit", "date", "shapes", "dtype", ...}``;
@@ -51,6 +51,7 @@ import torch
 from .. import settings
 from ..errors import InputError, require
 from . import scoreboard_parts as parts
+from .scoreboard_measure import GPU_SHAPES, SMOKE_SHAPES
 
 # seconds each part may take on the GPU (compiles included, SEQZOO_AUTOTUNE=first), 440 s in all; a part also gets
 # what the parts before it left unused
@@ -94,7 +95,7 @@ class Target:
 
     name: str
     kind: str
-    ours: str  # implementation keys of scoreboard_parts
+    ours: str  # implementation keys (scoreboard_ops.py, Impl.key)
     base: str
     goal: float
     phase: str
@@ -335,7 +336,7 @@ def write(path: Path, meta: dict, records: list[dict], part_log: dict[str, dict]
     for n, log in part_log.items():
         if not log.get("error"):
             errors[n] = "no record (the part finished without measuring it)"
-    shapes = parts.SMOKE_SHAPES if meta["smoke"] else parts.GPU_SHAPES
+    shapes = SMOKE_SHAPES if meta["smoke"] else GPU_SHAPES
     targets = score_all(records, errors, shapes.lengths)
     for entry in targets.values():  # how the timed kernel got its config: tuned over all, or the first that fits
         entry["autotune"] = part_log.get(owner(entry["ours"]) or "", {}).get("autotune")
