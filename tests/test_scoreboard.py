@@ -256,3 +256,44 @@ def test_the_device_script_brings_back_the_file_and_its_table(tmp_path):
         out / "table.md"
     ).read_text().strip() == "No scoreboard has run on a GPU yet: `benchmarks/gpu/` holds no result file."
     assert "wrote" in (out / "scoreboard.log").read_text()
+
+
+def _ok(impl: str, T: int, ms: float, phase: str = "fwdbwd", **extra) -> dict:
+    return {"impl": impl, "T": T, "phase": phase, "status": "ok", "ms": ms, **extra}
+
+
+def test_scores_of_same_run_records():
+    """The arithmetic of each kind on records as a GPU run writes them (a same-run peer never runs on this CPU)."""
+    records = [
+        _ok("mlstm", 4096, 20.0),
+        _ok("mlstm_kernels", 4096, 16.0),  # 1.25: met, at the goal
+        _ok("gla_real", 4096, 26.0),
+        _ok("fla_chunk_gla", 4096, 20.0),  # real 1.3: not met; complex 2.4: met
+        _ok("gateloop_complex", 4096, 48.0),
+        _ok("slstm_triton", 4096, 100.0),
+        _ok("slstm_loop", 4096, 900.0),  # 9x: not met
+        _ok("scan", 4096, 1.0, "fwd", bytes=3_000_000_000),
+        _ok("copy", 4096, 0.5, "copy", bytes=2_000_000_000),  # 3 GB/ms against 4 GB/ms: 0.75, met
+    ]
+    by = {t.name: t for t in sb.TARGETS}
+    got = {name: sb.score(by[name], 4096, records, {}) for name in by}
+    expect = {
+        "mlstm": (1.25, True),
+        "gateloop_real": (1.3, False),
+        "gateloop_complex": (2.4, True),
+        "slstm": (9.0, False),
+        "rglru_scan_fwd": (0.75, True),
+    }
+    for name, (ratio, met) in expect.items():
+        e = got[name]
+        assert e["ratio"] == pytest.approx(ratio) and e["met"] is met and e["baseline"] == "same run", (name, e)
+    assert got["rglru_scan_fwd"]["GBps"] == {"scan": pytest.approx(3000.0), "copy": pytest.approx(4000.0)}
+    assert got["slstm"]["beside"] == {"slstm_official": "slstm_official: not run"}
+    assert got["rglru_fused_fwd"]["status"] == "failed" and got["rglru_fused_fwd"]["error"] == "rglru_fused: not run"
+
+
+def test_the_published_mlstm_figure_is_exact_at_the_gpu_lengths():
+    for T in measure.GPU_SHAPES.lengths:
+        ms, source = sb.published("mlstm", T)
+        assert ms == sb.PUBLISHED["mlstm"][T][0] and "published at T" not in source
+    assert "published at T = 16384, not T = 65536" in sb.published("mlstm", 65536)[1]
