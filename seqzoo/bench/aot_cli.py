@@ -1,4 +1,5 @@
-"""``seqzoo kernels check``: compile every Triton kernel for NVIDIA targets on this machine (``bench/aot.py``)."""
+"""``seqzoo kernels check``: compile every Triton kernel for NVIDIA targets on this machine (``bench/aot.py``);
+``seqzoo kernels scoreboard`` (``scoreboard_cli.py``)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("kernels", help="Triton kernel tools (ahead-of-time compile check)")
+    p = subparsers.add_parser("kernels", help="Triton kernel tools (ahead-of-time compile check, GPU scoreboard)")
     sub = p.add_subparsers(dest="kernels_command", required=True)
     c = sub.add_parser(
         "check",
@@ -96,3 +97,6 @@ def add_parser(subparsers) -> None:
     )
     m.add_argument("--out", default=None, help="write the markdown here (default: none, print it)")
     m.set_defaults(fn=cmd_summary)
+    from .scoreboard_cli import add_parser as add_scoreboard_parser
+
+    add_scoreboard_parser(sub)

@@ -48,14 +48,23 @@ HBM_BW = {"H100": 3.0e12, "H200": 4.3e12}
 # ------------------------------------------------------------------------------------------------ rooflines
 def scan_roofline_ms(B: int, T: int, D: int, s: int = 2, backward: bool = False, gpu: str = "H100") -> float:
     """Real diagonal scan ``h_t = a_t h_{t-1} + b_t``, N = B·T·D: 3·N·s bytes forward, ≈8·N·s forward+backward; always memory bound."""
-    N = B * T * D
-    return (8 if backward else 3) * N * s / HBM_BW[gpu] * 1e3
+    return scan_bytes(B, T, D, s, backward) / HBM_BW[gpu] * 1e3
+
+
+def scan_bytes(B: int, T: int, D: int, s: int = 2, backward: bool = False) -> int:
+    """Bytes the diagonal scan must move, N = B·T·D: reads a, b and writes h (3·N·s); ≈8·N·s with the backward."""
+    return (8 if backward else 3) * B * T * D * s
 
 
 def rglru_roofline_ms(B: int, T: int, D: int, s: int = 2, backward: bool = False, gpu: str = "H100") -> float:
     """Fused RG-LRU: forward reads x and two gate pre-activations and writes y, 4·N·s; our
     backward reads x, both gates, y, dy and writes dx and both gate gradients, 8·N·s more (12·N·s fwd+bwd)."""
-    return (12 if backward else 4) * B * T * D * s / HBM_BW[gpu] * 1e3
+    return rglru_bytes(B, T, D, s, backward) / HBM_BW[gpu] * 1e3
+
+
+def rglru_bytes(B: int, T: int, D: int, s: int = 2, backward: bool = False) -> int:
+    """Bytes the fused RG-LRU must move: 4·N·s forward, 12·N·s forward+backward (``rglru_roofline_ms``)."""
+    return (12 if backward else 4) * B * T * D * s
 
 
 def gla_roofline_ms(
