@@ -145,17 +145,18 @@ def test_auto_never_chooses_triton():
     assert choose_implementation("auto", torch.zeros(1, 2, 1, 4, 4)).name in ("native", "fused")
 
 
-def test_aot_check_covers_the_kernel_at_the_head_dims_it_takes():
-    """``seqzoo kernels check`` captures the kernel at preset head dims up to 64 and lists wider ones as refused."""
+def test_aot_check_covers_the_kernel_at_every_head_dim():
+    """``seqzoo kernels check`` captures the on-chip kernels once per power-of-two tile and 16-divisibility up to 64,
+    the streamed kernels once for all wider heads (their R tiles do not depend on d), and lists no width as not
+    launched."""
     from seqzoo.bench import aot
 
-    scs = aot.scenarios({"slstm": [16, 40, 64, 192]}, ["bfloat16"], ["state"])
+    scs = aot.scenarios({"slstm": [16, 40, 64, 192, 512]}, ["bfloat16"], ["state"])
     assert [(s["d"], s["segments"]) for s in scs if s["op"] == "slstm"] == [
-        (d, packed) for d in (16, 40, 64) for packed in (False, True)
+        (d, packed) for d in (16, 40, 64, 192) for packed in (False, True)
     ]
-    assert aot.not_launched({"slstm": [64, 192]}) == [
-        "slstm d=192: mode='triton' keeps R on chip for head dims d <= 64"
-    ]
+    assert aot.not_launched({"slstm": [64, 192, 512]}) == []
+    assert [d for d in aot.preset_sizes()["slstm"] if d > aot.SLSTM_MAX_HEAD_DIM]  # the presets do use wide heads
 
 
 @needs_triton
@@ -166,8 +167,14 @@ def test_kernel_is_autotuned_with_the_resource_prune_hook():
     from seqzoo.kernels import prune
     from seqzoo.ops.slstm import triton as k
 
-    assert isinstance(k._slstm_fwd_kernel, triton.runtime.Autotuner)
-    assert isinstance(k._slstm_fwd_kernel.early_config_prune, prune.ResourcePrune)
+    for kernel in (
+        k._slstm_fwd_kernel,
+        k._slstm_bwd_kernel,
+        k.triton_streamed._slstm_fwd_streamed_kernel,
+        k.triton_streamed._slstm_bwd_streamed_kernel,
+    ):
+        assert isinstance(kernel, triton.runtime.Autotuner)
+        assert isinstance(kernel.early_config_prune, prune.ResourcePrune)
     assert k.MAX_HEAD_DIM == SLSTM_MAX_HEAD_DIM
 
 
