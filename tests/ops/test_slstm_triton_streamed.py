@@ -60,3 +60,20 @@ def test_streamed_launch_rerun_on_the_same_buffers_gives_the_same_result():
         run += [dG.clone(), dinit.clone()]
     for a, b in zip(*runs, strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.mark.slow
+def test_streamed_kernels_compile_for_sm90_with_a_kept_config_without_spills(tmp_path):
+    """d = 192 (every preset head over 64 compiles to the same kernels) at float32, compiled ahead of time for sm_90:
+    the forward (saving and not) and the backward, with and without resets, each keep an autotune config that does
+    not spill, and no pointer offset can wrap in 32 bits."""
+    from seqzoo.bench import aot
+
+    rows = aot.check(["sm_90"], ["float32"], ["train", "state"], sizes={"slstm": [192]}, cache_dir=str(tmp_path))
+    assert rows and all(r["status"] == "ok" and r["i32_offsets"] == 0 for r in rows)
+    launches = {(r["kernel"], r["constexprs"]) for r in rows}
+    assert {k for k, _ in launches} == {"_slstm_fwd_streamed_kernel", "_slstm_bwd_streamed_kernel"}
+    assert len(launches) == 6
+    for launch in launches:
+        kept = [r for r in rows if (r["kernel"], r["constexprs"]) == launch and r["kept"]]
+        assert kept and all(r["spill_bytes"] == 0 for r in kept), launch
