@@ -10,17 +10,18 @@ Per head and step (gate order i, f, z, o; ``wx`` already holds W x_t + b)::
     c_t = f' c_{t-1} + i' tanh(z),  n_t = f' n_{t-1} + i',  h_t = sigmoid(o) c_t / n_t
 
 On-chip path: one program per (batch tile of BLOCK_B rows, head): the head's four (d, d) gate blocks of R are
-loaded once before the time loop and stay in registers; each step reads one (BLOCK_B, 4, d) slice of ``wx``, does four
-``tl.dot`` of h_{t-1} with the gate blocks (fp32, ``input_precision="ieee"``: TF32 would round h every step and
-the error would compound over T), the pointwise update in fp32, and writes h_t. Packed documents: where
-``segment_pos == 0`` the state entering the step is set to zeros first, as ``naive.py`` does.
+loaded once before the time loop and stay in registers; each step reads one (BLOCK_B, 4, d) slice of ``wx``, does
+four ``tl.dot`` of h_{t-1} with the gate blocks (fp32, ``input_precision="ieee"``: TF32 would round h every step
+and the error would compound over T), the pointwise update in fp32 (``triton_cell.py: cell_step``), and writes
+h_t. Packed documents: where ``segment_pos == 0`` the state entering the step is set to zeros first, as
+``naive.py`` does.
 
 Backward (``_slstm_bwd_kernel``, when a gradient is needed): the forward also saves the pre-activations and the
-states of every step (fp32); one program per (batch tile, head) holds R^T on chip and walks t = T-1 .. 0 with the
-local derivatives of ``fused.py: _SLSTMFunction.backward`` (``triton_cell.py: cell_grads``, the same chain through h, c, n, m, cut at document
-starts), writing dG (= d wx) per step; dh_{t-1} = dG_t R^T is four ``tl.dot``. dR = Σ_{b,t} h_{t-1}^T dG_t is one
-batched product in PyTorch after the kernel. Reference: ``seqzoo.ops.slstm.slstm_naive``
-(tests/ops/test_slstm_triton.py).
+states of every step (fp32: stored, not recomputed); one program per (batch tile, head) holds R^T on chip and walks
+t = T-1 .. 0 with the local derivatives of ``fused.py: _SLSTMFunction.backward`` (``triton_cell.py: cell_grads``,
+the same chain through h, c, n, m, cut at document starts), writing dG (= d wx) per step; dh_{t-1} = dG_t R^T is
+four ``tl.dot``. dR = Σ_{b,t} h_{t-1}^T dG_t is one batched product in PyTorch after the kernel. Reference:
+``seqzoo.ops.slstm.slstm_naive`` (tests/ops/test_slstm_triton.py).
 """
 
 from __future__ import annotations
