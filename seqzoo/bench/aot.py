@@ -40,7 +40,10 @@ from ..kernels.switch import chunk_halvings
 from .aot_summary import summary_markdown
 
 TARGETS = {"sm_80": 80, "sm_90": 90, "sm_100": 100}
-SLSTM_MAX_HEAD_DIM = 64  # ops/slstm/triton.py: MAX_HEAD_DIM (that module imports triton; this one must not)
+# ops/slstm/triton.py: MAX_HEAD_DIM (that module imports triton; this one must not): head dims up to it run the
+# on-chip kernels (a tile of the next power of two), wider ones the streamed kernels (ops/slstm/triton_streamed.py)
+SLSTM_MAX_HEAD_DIM = 64
+OPS = ("mlstm", "gateloop", "rglru", "conv", "slstm")  # the keys of preset_sizes, for --ops
 DTYPES = ("float32", "bfloat16", "float16")
 MODES = ("train", "state")
 
@@ -111,11 +114,11 @@ def scenarios(sizes: dict[str, list], dtypes: Iterable[str], modes: Iterable[str
                 for op in ("rglru", "linear_scan"):
                     add({"op": op, "dtype": dt, "mode": mode, "T": 128, "R": R}, (op, dt, mode, R % 16 == 0))
             for d in sizes.get("slstm", []):
-                if d > SLSTM_MAX_HEAD_DIM:  # refused by ops/slstm/triton.py: listed by not_launched
-                    continue
+                # the streamed kernels loop over R tiles at run time: one width stands for every wider head
+                tile = _pow2(d) if d <= SLSTM_MAX_HEAD_DIM else "streamed"
                 for packed in (False, True):  # packed documents compile the segment_pos resets into the loop
                     sc = {"op": "slstm", "dtype": dt, "mode": mode, "T": 16, "d": d, "segments": packed}
-                    add(sc, ("slstm", dt, mode, _pow2(d), d % 16 == 0, packed))
+                    add(sc, ("slstm", dt, mode, tile, d % 16 == 0, packed))
             for C, k in sizes.get("conv", []):
                 sc = {"op": "causal_conv", "dtype": dt, "mode": mode, "T": 128, "C": C, "k": k}
                 add(sc, ("conv", dt, mode, k, C % 16 == 0))
@@ -131,12 +134,8 @@ def not_launched(sizes: dict[str, list]) -> list[str]:
     for K, V, L in sizes.get("mlstm", []):
         if qk_head_unfit(K) is not None:
             tiles.setdefault((K, V), []).append(L)
-    refused = [
+    return [
         f"mlstm K={K} V={V} chunk {'/'.join(map(str, sorted(Ls)))}: {qk_head_unfit(K)}" for (K, V), Ls in tiles.items()
-    ]
-    wide = [d for d in sizes.get("slstm", []) if d > SLSTM_MAX_HEAD_DIM]
-    return refused + [
-        f"slstm d={d}: mode='triton' keeps R on chip for head dims d <= {SLSTM_MAX_HEAD_DIM}" for d in wide
     ]
 
 
@@ -559,9 +558,11 @@ def check(
     workers: int = 1,
     cache_dir: str | None = None,
     progress: str | Path | None = None,
+    ops: Iterable[str] | None = None,
 ) -> list[dict]:
     """Capture, compile and mark: the rows of the table (``write_outputs`` writes them; ``progress``: a JSON-lines
-    file of the rows as they compile)."""
+    file of the rows as they compile). ``ops``: only these keys of ``preset_sizes`` (``OPS``; None: all), e.g.
+    ``["slstm"]`` to recompile one op's rows and merge them into the committed table (``aot_merge.py``)."""
     targets, dtypes, modes = list(targets), list(dtypes), list(modes)
     for t in targets:
         require(t in TARGETS, f"--targets: unknown target {t!r}; known: {', '.join(TARGETS)}")
@@ -573,6 +574,11 @@ def check(
     if not isinstance(workers, int) or workers < 1:
         raise InputError(f"--procs must be a positive int, got {workers!r}")
     sizes = preset_sizes() if sizes is None else sizes
+    if ops is not None:
+        ops = list(ops)
+        for op in ops:
+            require(op in OPS, f"--ops: unknown op {op!r}; known: {', '.join(OPS)}")
+        sizes = {k: v for k, v in sizes.items() if k in ops}
     launches = capture(scenarios(sizes, dtypes, modes))
     todo = jobs(launches, targets, configs)
     return mark_kept(compile_jobs(todo, workers, cache_dir, progress=progress))

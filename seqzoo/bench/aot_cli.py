@@ -31,9 +31,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         workers=args.procs,
         cache_dir=args.cache_dir,
         progress=Path(args.out) / "kernels_aot.partial.jsonl",
+        ops=None if args.ops is None else _list(args.ops),
     )
     meta = {"targets": args.targets, "dtypes": args.dtypes, "modes": args.modes, "configs": args.configs}
-    meta["not_launched"] = aot.not_launched(aot.preset_sizes())
+    sizes = aot.preset_sizes()
+    if args.ops is not None:
+        meta["ops"] = args.ops
+        sizes = {k: v for k, v in sizes.items() if k in _list(args.ops)}
+    meta["not_launched"] = aot.not_launched(sizes)
     s = aot.write_outputs(rows, args.out, meta)
     print(json.dumps({k: v for k, v in s.items() if k != "launches_without_kept_config"}))
     for x in s["launches_without_kept_config"]:
@@ -59,6 +64,17 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .aot_merge import merge, read_rows
+
+    rows, meta = read_rows(args.rows)
+    counts = merge(args.table, rows, meta)
+    ops = ", ".join(sorted({r["op"] for r in rows}))
+    print(json.dumps(counts))
+    print(f"merged {len(rows)} rows of {ops} into {args.table} and {Path(args.table).with_suffix('.md')}")
+    return 0
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("kernels", help="Triton kernel tools (ahead-of-time compile check, GPU scoreboard)")
     sub = p.add_subparsers(dest="kernels_command", required=True)
@@ -81,6 +97,12 @@ def add_parser(subparsers) -> None:
     c.add_argument(
         "--cache-dir", default=None, help="triton cache for the compiled kernels, reruns are quick (default: triton's)"
     )
+    c.add_argument(
+        "--ops",
+        default=None,
+        help="comma list of ops to compile (mlstm, gateloop, rglru, conv, slstm; default: all), e.g. to recompile one "
+        "op's rows and merge them into the committed table with `seqzoo kernels merge`",
+    )
     c.add_argument("--out", default="results/kernels", help="output folder")
     c.set_defaults(fn=cmd_check)
     m = sub.add_parser(
@@ -97,6 +119,21 @@ def add_parser(subparsers) -> None:
     )
     m.add_argument("--out", default=None, help="write the markdown here (default: none, print it)")
     m.set_defaults(fn=cmd_summary)
+    g = sub.add_parser(
+        "merge",
+        help="replace one op's rows of the committed compile table by those of a `kernels check --ops` run",
+        description="Read the kernels_aot.json of `seqzoo kernels check --ops OP` and replace the rows of its ops in "
+        "the compile table CSV and in the markdown beside it (summary counts, launches without a kept config, "
+        "per-launch rows), so that one op's kernels are recompiled without the hours of a full check "
+        "(bench/aot_merge.py).",
+    )
+    g.add_argument("--rows", required=True, help="the kernels_aot.json of a `seqzoo kernels check --ops ...` run")
+    g.add_argument(
+        "--table",
+        default="benchmarks/aot/compile_table.csv",
+        help="the compile table CSV to update, with its .md beside it (default: benchmarks/aot/compile_table.csv)",
+    )
+    g.set_defaults(fn=cmd_merge)
     from .scoreboard_cli import add_parser as add_scoreboard_parser
 
     add_scoreboard_parser(sub)

@@ -3,7 +3,8 @@
 Tiny shapes (the interpreter runs every program in Python): outputs, final (h, c, n, m) and the gradients of wx, R
 and the initial state of ``mode="triton"`` in float32 against ``slstm_naive`` in float64 on the same inputs, with
 and without an initial state, batch > 1 and over one batch tile, several heads, a head width that is not a power of
-two, and packed documents (``segment_pos`` resets); the refusals (wide heads, no way to run Triton, bad dtypes);
+two, and packed documents (``segment_pos`` resets); the wide-head (streamed) path where a test names it
+(``test_slstm_triton_streamed.py`` has its own checks); the refusals (no way to run Triton, bad dtypes);
 the ahead-of-time compile rows of ``seqzoo kernels check``.
 """
 
@@ -89,13 +90,14 @@ def test_triton_resets_at_document_starts(with_state):
 
 
 @needs_triton
-def test_triton_split_with_state_equals_whole():
+@pytest.mark.parametrize("T, H, d, split", [(12, 2, 4, 5), (6, 1, 80, 2)], ids=["d4-on-chip", "d80-streamed"])
+def test_triton_split_with_state_equals_whole(T, H, d, split):
     """Two calls, the second from the first's final state, give the one call's outputs and final state."""
-    wx, R, _ = inputs(2, 12, 2, 4, with_state=False)
+    wx, R, _ = inputs(2, T, H, d, with_state=False)
     wx, R = wx.to(DEV, f32), R.to(DEV, f32)
     y, s = slstm(wx, R, mode="triton")
-    y1, s1 = slstm(wx[:, :5], R, mode="triton")
-    y2, s2 = slstm(wx[:, 5:], R, s1, mode="triton")
+    y1, s1 = slstm(wx[:, :split], R, mode="triton")
+    y2, s2 = slstm(wx[:, split:], R, s1, mode="triton")
     assert_close(torch.cat([y1, y2], 1), y, atol=1e-6)
     for a, b in zip(s2, s):
         assert_close(a, b, atol=1e-6)
@@ -121,9 +123,6 @@ def test_triton_gradient_of_R_alone_and_the_no_grad_forward():
 
 @needs_triton
 def test_triton_refuses_bad_inputs():
-    wx, R, _ = inputs(1, 3, 1, 65, with_state=False)
-    with pytest.raises(InputError, match="d <= 64"):
-        slstm(wx.to(DEV, f32), R.to(DEV, f32), mode="triton")
     wx, R, _ = inputs(1, 3, 1, 4, with_state=False)
     with pytest.raises(InputError, match="float64"):
         slstm(wx.to(DEV), R.to(DEV), mode="triton")
@@ -146,17 +145,18 @@ def test_auto_never_chooses_triton():
     assert choose_implementation("auto", torch.zeros(1, 2, 1, 4, 4)).name in ("native", "fused")
 
 
-def test_aot_check_covers_the_kernel_at_the_head_dims_it_takes():
-    """``seqzoo kernels check`` captures the kernel at preset head dims up to 64 and lists wider ones as refused."""
+def test_aot_check_covers_the_kernel_at_every_head_dim():
+    """``seqzoo kernels check`` captures the on-chip kernels once per power-of-two tile and 16-divisibility up to 64,
+    the streamed kernels once for all wider heads (their R tiles do not depend on d), and lists no width as not
+    launched."""
     from seqzoo.bench import aot
 
-    scs = aot.scenarios({"slstm": [16, 40, 64, 192]}, ["bfloat16"], ["state"])
+    scs = aot.scenarios({"slstm": [16, 40, 64, 192, 512]}, ["bfloat16"], ["state"])
     assert [(s["d"], s["segments"]) for s in scs if s["op"] == "slstm"] == [
-        (d, packed) for d in (16, 40, 64) for packed in (False, True)
+        (d, packed) for d in (16, 40, 64, 192) for packed in (False, True)
     ]
-    assert aot.not_launched({"slstm": [64, 192]}) == [
-        "slstm d=192: mode='triton' keeps R on chip for head dims d <= 64"
-    ]
+    assert aot.not_launched({"slstm": [64, 192, 512]}) == []
+    assert [d for d in aot.preset_sizes()["slstm"] if d > aot.SLSTM_MAX_HEAD_DIM]  # the presets do use wide heads
 
 
 @needs_triton
@@ -167,8 +167,14 @@ def test_kernel_is_autotuned_with_the_resource_prune_hook():
     from seqzoo.kernels import prune
     from seqzoo.ops.slstm import triton as k
 
-    assert isinstance(k._slstm_fwd_kernel, triton.runtime.Autotuner)
-    assert isinstance(k._slstm_fwd_kernel.early_config_prune, prune.ResourcePrune)
+    for kernel in (
+        k._slstm_fwd_kernel,
+        k._slstm_bwd_kernel,
+        k.triton_streamed._slstm_fwd_streamed_kernel,
+        k.triton_streamed._slstm_bwd_streamed_kernel,
+    ):
+        assert isinstance(kernel, triton.runtime.Autotuner)
+        assert isinstance(kernel.early_config_prune, prune.ResourcePrune)
     assert k.MAX_HEAD_DIM == SLSTM_MAX_HEAD_DIM
 
 
@@ -190,26 +196,30 @@ def test_widest_head_compiles_for_sm90_with_a_kept_config_without_spills(tmp_pat
 
 
 @needs_triton
-def test_slstm_layer_with_the_triton_cell_matches_the_naive_cell():
+@pytest.mark.parametrize(
+    "d_model, n_heads, r_std", [(8, 2, 0.3), (96, 1, 0.1)], ids=["head4-on-chip", "head96-streamed"]
+)
+def test_slstm_layer_with_the_triton_cell_matches_the_naive_cell(d_model, n_heads, r_std):
     """The sLSTM layer (mixer "slstm", float32) with ``cell_mode="triton"``: output, final state and every
-    parameter gradient as with ``cell_mode="naive"``, on packed rows."""
+    parameter gradient as with ``cell_mode="naive"``, on packed rows, at a head on chip and one streamed."""
     from seqzoo import build_mixer
 
     def layer(cell_mode):
         torch.manual_seed(0)
-        m = build_mixer("slstm", d_model=8, n_heads=2, conv_size=4, cell_mode=cell_mode).to(DEV)
+        m = build_mixer("slstm", d_model=d_model, n_heads=n_heads, conv_size=4, cell_mode=cell_mode).to(DEV)
         with torch.no_grad():
-            m.R.normal_(0, 0.3)  # R = 0 at init would hide a wrong recurrent gradient
+            m.R.normal_(0, r_std)  # R = 0 at init would hide a wrong recurrent gradient
             m.bias.normal_(0, 1.0)
         return m
 
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(2, 10, 8, generator=g).to(DEV)
-    w = torch.randn(2, 10, 8, generator=g).to(DEV)
+    x = torch.randn(2, 10, d_model, generator=g).to(DEV)
+    w = torch.randn(2, 10, d_model, generator=g).to(DEV)
     pos = torch.tensor([[0, 1, 2, 0, 1, 2, 3, 4, 0, 1], [3, 4, 5, 6, 0, 1, 2, 3, 4, 5]])
     got, want = [], []
     for mode, out in (("triton", got), ("naive", want)):
         m = layer(mode)
+        assert m.head_dim == d_model // n_heads
         y, s = m(x, segment_pos=pos)
         loss = (y * w).sum() + sum(t.square().sum() for t in (s.h, s.c, s.n))
         out.extend([y, s.h, s.c, s.n, *torch.autograd.grad(loss, list(m.parameters()))])
@@ -219,9 +229,10 @@ def test_slstm_layer_with_the_triton_cell_matches_the_naive_cell():
 
 @needs_triton
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_triton_16bit_inputs_match_naive_on_the_same_rounded_inputs(dtype):
+@pytest.mark.parametrize("B, T, H, d", [(3, 7, 2, 5), (2, 4, 1, 96)], ids=["d5-on-chip", "d96-streamed"])
+def test_triton_16bit_inputs_match_naive_on_the_same_rounded_inputs(dtype, B, T, H, d):
     """16-bit wx and R: fp32 arithmetic inside, h written in the input dtype, final state fp32."""
-    wx, R, state = inputs(3, 7, 2, 5, with_state=True)
+    wx, R, state = inputs(B, T, H, d, with_state=True)
     wx16, R16 = wx.to(dtype), R.to(dtype)
     y, st = slstm(wx16.to(DEV), R16.to(DEV), tuple(s.float().to(DEV) for s in state), mode="triton")
     yr, sr = slstm_naive(wx16.double(), R16.double(), tuple(s.float().double() for s in state))

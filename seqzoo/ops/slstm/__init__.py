@@ -3,8 +3,9 @@
 There is no parallel form (the recurrent matrix R mixes h_{t-1} into every gate), so every mode is a loop
 over T; they differ only in how much each step costs. ``"auto"``: ``"native"`` (the loops in C, built on first use
 by ``native.py``) on CPU where a C compiler builds it, else ``"fused"`` (``choose_implementation`` decides). README.md holds the derivation and measured times.
-``"triton"`` (``triton.py``, explicit only): forward and BPTT as Triton kernels with R held on chip; ``"auto"`` does
-not choose it (it has not been timed on a GPU).
+``"triton"`` (``triton.py``, explicit only): forward and BPTT as Triton kernels, R held on chip for head dims up to 64
+and streamed from memory in tiles for wider heads (``triton_streamed.py``); ``"auto"`` does not choose it (it has
+not been timed on a GPU).
 Every mode takes ``segment_pos (B, T)`` (packed documents): the state is reset to the fresh one where it is 0.
 """
 

@@ -1,4 +1,6 @@
-"""Triton sLSTM (arXiv:2405.04517 §2.2): the recurrence of ``naive.py`` with R held on chip across T, and its BPTT.
+"""Triton sLSTM (arXiv:2405.04517 §2.2): the recurrence of ``naive.py`` and its BPTT, chosen by head width d:
+R held on chip across T for d <= ``MAX_HEAD_DIM`` (64, this module), R streamed from memory in tiles every step
+for wider heads (``triton_streamed.py``). ``slstm_triton`` is the one entry point for both.
 
 Per head and step (gate order i, f, z, o; ``wx`` already holds W x_t + b)::
 
@@ -7,18 +9,19 @@ Per head and step (gate order i, f, z, o; ``wx`` already holds W x_t + b)::
     i' = exp(i - m_t),  f' = exp(logsigmoid(f) + m_{t-1} - m_t)
     c_t = f' c_{t-1} + i' tanh(z),  n_t = f' n_{t-1} + i',  h_t = sigmoid(o) c_t / n_t
 
-One program per (batch tile of BLOCK_B rows, head): the head's four (d, d) gate blocks of R are loaded once
-before the time loop and stay in registers; each step reads one (BLOCK_B, 4, d) slice of ``wx``, does four
-``tl.dot`` of h_{t-1} with the gate blocks (fp32, ``input_precision="ieee"``: TF32 would round h every step and
-the error would compound over T), the pointwise update in fp32, and writes h_t. Packed documents: where
-``segment_pos == 0`` the state entering the step is set to zeros first, as ``naive.py`` does.
+On-chip path: one program per (batch tile of BLOCK_B rows, head): the head's four (d, d) gate blocks of R are
+loaded once before the time loop and stay in registers; each step reads one (BLOCK_B, 4, d) slice of ``wx``, does
+four ``tl.dot`` of h_{t-1} with the gate blocks (fp32, ``input_precision="ieee"``: TF32 would round h every step
+and the error would compound over T), the pointwise update in fp32 (``triton_cell.py: cell_step``), and writes
+h_t. Packed documents: where ``segment_pos == 0`` the state entering the step is set to zeros first, as
+``naive.py`` does.
 
 Backward (``_slstm_bwd_kernel``, when a gradient is needed): the forward also saves the pre-activations and the
-states of every step (fp32); one program per (batch tile, head) holds R^T on chip and walks t = T-1 .. 0 with the
-local derivatives of ``fused.py: _SLSTMFunction.backward`` (the same chain through h, c, n, m, cut at document
-starts), writing dG (= d wx) per step; dh_{t-1} = dG_t R^T is four ``tl.dot``. dR = Σ_{b,t} h_{t-1}^T dG_t is one
-batched product in PyTorch after the kernel. Reference: ``seqzoo.ops.slstm.slstm_naive``
-(tests/ops/test_slstm_triton.py).
+states of every step (fp32: stored, not recomputed); one program per (batch tile, head) holds R^T on chip and walks
+t = T-1 .. 0 with the local derivatives of ``fused.py: _SLSTMFunction.backward`` (``triton_cell.py: cell_grads``,
+the same chain through h, c, n, m, cut at document starts), writing dG (= d wx) per step; dh_{t-1} = dG_t R^T is
+four ``tl.dot``. dR = Σ_{b,t} h_{t-1}^T dG_t is one batched product in PyTorch after the kernel. Reference:
+``seqzoo.ops.slstm.slstm_naive`` (tests/ops/test_slstm_triton.py).
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ import triton.language as tl
 from ...errors import InputError
 from ...kernels._common import check_float, configs, next_pow2
 from ...kernels.prune import autotune
+from . import triton_streamed
 from .common import check_inputs
+from .triton_cell import cell_grads, cell_step, load_planes, saved_step, store_planes
 
 # Largest head width whose four (d, d) fp32 gate blocks are kept on chip: 4·64·64·4 B = 64 KiB per program,
-# spread over the program's registers. Wider heads would need R streamed from memory every step.
+# spread over the program's registers. Wider heads run triton_streamed.py (R re-read from memory every step).
 MAX_HEAD_DIM = 64
 BLOCK_B = 16  # batch rows per program; tl.dot needs tiles of at least 16 on each side
 
@@ -42,25 +47,6 @@ _FWD_CONFIGS = configs(
     [triton.Config({}, num_warps=nw) for nw in (2, 4, 8)],
     triton.Config({}, num_warps=4),
 )
-
-
-@triton.jit
-def _sigmoid(x):
-    return 1.0 / (1.0 + tl.exp(-x))
-
-
-@triton.jit
-def _logsigmoid(x):
-    """log(sigmoid(x)) = min(x, 0) - log(1 + e^{-|x|}), never exp of a large positive number."""
-    return tl.minimum(x, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(x)))
-
-
-@triton.jit
-def _tanh(x):
-    """tanh through e^{-2|x|} (in (0, 1], no overflow) and the sign of x."""
-    e = tl.exp(-2.0 * tl.abs(x))
-    t = (1.0 - e) / (1.0 + e)
-    return tl.where(x < 0, -t, t)
 
 
 @triton.jit
@@ -84,24 +70,6 @@ def _gate_blocks(R_ptr, head, d, D: tl.constexpr):
     R_z = tl.load(p + 2 * d, mask=mask, other=0.0).to(tl.float32)
     R_o = tl.load(p + 3 * d, mask=mask, other=0.0).to(tl.float32)
     return R_i, R_f, R_z, R_o
-
-
-@triton.jit
-def _load_planes(ptr, plane, st, ok):
-    """Four (BLOCK_B, D) tiles at ``st`` of planes ``plane`` apart (h, c, n, m or their gradients), fp32."""
-    x0 = tl.load(ptr + st, mask=ok, other=0.0).to(tl.float32)
-    x1 = tl.load(ptr + plane + st, mask=ok, other=0.0).to(tl.float32)
-    x2 = tl.load(ptr + 2 * plane + st, mask=ok, other=0.0).to(tl.float32)
-    x3 = tl.load(ptr + 3 * plane + st, mask=ok, other=0.0).to(tl.float32)
-    return x0, x1, x2, x3
-
-
-@triton.jit
-def _store_planes(ptr, plane, st, ok, x0, x1, x2, x3):
-    tl.store(ptr + st, x0, mask=ok)
-    tl.store(ptr + plane + st, x1, mask=ok)
-    tl.store(ptr + 2 * plane + st, x2, mask=ok)
-    tl.store(ptr + 3 * plane + st, x3, mask=ok)
 
 
 @autotune(configs=_FWD_CONFIGS, key=["d", "HAS_STATE", "HAS_SEG", "SAVE"])
@@ -134,7 +102,7 @@ def _slstm_fwd_kernel(
     st = bs[:, None] * HD + head * d + cols[None, :]  # (BLOCK_B, D) offsets into a (B, H*d) state
     plane = B * HD
     if HAS_STATE:
-        h, c, n, m = _load_planes(state_ptr, plane, st, ok)
+        h, c, n, m = load_planes(state_ptr, plane, st, ok)
     else:
         h = tl.zeros([BLOCK_B, D], dtype=tl.float32)
         c = tl.zeros([BLOCK_B, D], dtype=tl.float32)
@@ -157,26 +125,13 @@ def _slstm_fwd_kernel(
         fg = tl.load(p + d, mask=ok, other=0.0).to(tl.float32) + tl.dot(h, R_f, input_precision="ieee")
         zg = tl.load(p + 2 * d, mask=ok, other=0.0).to(tl.float32) + tl.dot(h, R_z, input_precision="ieee")
         og = tl.load(p + 3 * d, mask=ok, other=0.0).to(tl.float32) + tl.dot(h, R_o, input_precision="ieee")
-        logf = _logsigmoid(fg)
-        first = n == 0.0
-        m_new = tl.where(first, ig, tl.maximum(ig, logf + m))
-        ip = tl.exp(ig - m_new)
-        # f' = 0 on a first step (it multiplies the zero state); logf + m - m_new <= 0 otherwise, so no overflow
-        fp = tl.where(first, 0.0, tl.exp(tl.where(first, 0.0, logf + m - m_new)))
-        c = fp * c + ip * _tanh(zg)
-        n = fp * n + ip
-        h = _sigmoid(og) * c / n
-        m = m_new
+        h, c, n, m = cell_step(ig, fg, zg, og, c, n, m)
         tl.store(out_ptr + out_row + t * HD, h.to(out_ptr.dtype.element_ty), mask=ok)
         if SAVE:
-            gs = g_save_ptr + wx_row + t * H * 4 * d
-            tl.store(gs, ig, mask=ok)
-            tl.store(gs + d, fg, mask=ok)
-            tl.store(gs + 2 * d, zg, mask=ok)
-            tl.store(gs + 3 * d, og, mask=ok)
-            _store_planes(s_save_ptr + (t + 1) * plane, (T + 1) * plane, st, ok, h, c, n, m)
+            store_planes(g_save_ptr + wx_row + t * H * 4 * d, d, 0, ok, ig, fg, zg, og)
+            store_planes(s_save_ptr + (t + 1) * plane, (T + 1) * plane, st, ok, h, c, n, m)
 
-    _store_planes(final_ptr, plane, st, ok, h, c, n, m)
+    store_planes(final_ptr, plane, st, ok, h, c, n, m)
 
 
 @autotune(configs=_FWD_CONFIGS, key=["d", "HAS_SEG"])
@@ -209,67 +164,32 @@ def _slstm_bwd_kernel(
     st = bs[:, None] * HD + head * d + cols[None, :]
     plane = B * HD
     SP = (T + 1) * plane  # one of h, c, n, m over all steps
-    dh, dc, dn, dm = _load_planes(dfinal_ptr, plane, st, ok)  # gradients reaching the state from later on
+    dh, dc, dn, dm = load_planes(dfinal_ptr, plane, st, ok)  # gradients reaching the state from later on
     wx_row = bs[:, None] * T * H * 4 * d + head * 4 * d + cols[None, :]
     out_row = bs[:, None] * T * HD + head * d + cols[None, :]
     for i in range(T):
         t = T - 1 - i
-        # the state step t read (zeros at a document start) and the one it wrote; padded lanes read n = 1, never 0/0
-        sp_prev = s_save_ptr + t * plane + st
-        c_prev = tl.load(sp_prev + SP, mask=ok, other=0.0)
-        n_prev = tl.load(sp_prev + 2 * SP, mask=ok, other=0.0)
-        m_prev = tl.load(sp_prev + 3 * SP, mask=ok, other=0.0)
+        fresh = row_ok[:, None]  # unused without HAS_SEG
         if HAS_SEG:
             sp = tl.load(seg_ptr + bs * T + t, mask=row_ok, other=1)
             fresh = (sp == 0)[:, None]
-            c_prev = tl.where(fresh, 0.0, c_prev)
-            n_prev = tl.where(fresh, 0.0, n_prev)
-            m_prev = tl.where(fresh, 0.0, m_prev)
-        sp_new = s_save_ptr + (t + 1) * plane + st
-        c_t = tl.load(sp_new + SP, mask=ok, other=0.0)
-        n_t = tl.load(sp_new + 2 * SP, mask=ok, other=1.0)
-        m_t = tl.load(sp_new + 3 * SP, mask=ok, other=0.0)
         gp = g_save_ptr + wx_row + t * H * 4 * d
-        ig = tl.load(gp, mask=ok, other=0.0)
-        fg = tl.load(gp + d, mask=ok, other=0.0)
-        zg = tl.load(gp + 2 * d, mask=ok, other=0.0)
-        og = tl.load(gp + 3 * d, mask=ok, other=0.0)
-        # local derivatives of the step (as fused.py: _SLSTMFunction.backward)
-        first = n_prev == 0.0
-        logf = _logsigmoid(fg)
-        sel = tl.where(first | (ig >= logf + m_prev), 1.0, 0.0)  # m_t was i~ (else logf + m_{t-1})
-        ip = tl.exp(ig - m_t)
-        fp = tl.where(first, 0.0, tl.exp(tl.where(first, 0.0, logf + m_prev - m_t)))
-        zt = _tanh(zg)
-        so = _sigmoid(og)
-        q = c_t / n_t
+        ig, fg, zg, og, c_prev, n_prev, m_prev, c_t, n_t, m_t = saved_step(
+            gp, d, s_save_ptr + t * plane + st, plane, SP, ok, fresh, HAS_SEG
+        )
         dht = tl.load(dout_ptr + out_row + t * HD, mask=ok, other=0.0).to(tl.float32) + dh
-        dct = dc + dht * so / n_t
-        dnt = dn - dht * so * q / n_t
-        Bf = (dct * c_prev + dnt * n_prev) * fp
-        A = (dct * zt + dnt) * ip
-        dmt = dm - A - Bf
-        dlf = Bf + (1.0 - sel) * dmt
-        dgi = tl.where(ok, A + sel * dmt, 0.0)
-        dgf = tl.where(ok, dlf * _sigmoid(-fg), 0.0)
-        dgz = tl.where(ok, dct * ip * (1.0 - zt * zt), 0.0)
-        dgo = tl.where(ok, dht * q * so * (1.0 - so), 0.0)
-        dgp = dg_ptr + wx_row + t * H * 4 * d
-        tl.store(dgp, dgi, mask=ok)
-        tl.store(dgp + d, dgf, mask=ok)
-        tl.store(dgp + 2 * d, dgz, mask=ok)
-        tl.store(dgp + 3 * d, dgo, mask=ok)
+        dgi, dgf, dgz, dgo, dc, dn, dm = cell_grads(
+            ig, fg, zg, og, c_prev, n_prev, m_prev, c_t, n_t, m_t, dht, dc, dn, dm, ok
+        )
+        store_planes(dg_ptr + wx_row + t * H * 4 * d, d, 0, ok, dgi, dgf, dgz, dgo)
         dh = tl.dot(dgi, Rt_i, input_precision="ieee") + tl.dot(dgf, Rt_f, input_precision="ieee")
         dh += tl.dot(dgz, Rt_z, input_precision="ieee") + tl.dot(dgo, Rt_o, input_precision="ieee")
-        dc = dct * fp
-        dn = dnt * fp
-        dm = dlf
         if HAS_SEG:  # step t read zeros: nothing flows on to the state before the document start
             dh = tl.where(fresh, 0.0, dh)
             dc = tl.where(fresh, 0.0, dc)
             dn = tl.where(fresh, 0.0, dn)
             dm = tl.where(fresh, 0.0, dm)
-    _store_planes(dinit_ptr, plane, st, ok, dh, dc, dn, dm)
+    store_planes(dinit_ptr, plane, st, ok, dh, dc, dn, dm)
 
 
 def _forward(wx, R, init, seg, save: bool):
@@ -283,8 +203,20 @@ def _forward(wx, R, init, seg, save: bool):
         G = torch.empty(B, T, H, 4, d, device=dev, dtype=torch.float32)
         S = torch.empty(4, T + 1, B, H * d, device=dev, dtype=torch.float32)
         S[:, 0] = 0.0 if init is None else init
-    grid = (triton.cdiv(B, BLOCK_B), H)
-    _slstm_fwd_kernel[grid](
+    _launch_forward(wx, R, init, seg, out, final, G, S, save)
+    return out, final, G, S
+
+
+def _launch_forward(wx, R, init, seg, out, final, G, S, save: bool) -> None:
+    """The forward kernel for this head width into the given buffers: R on chip for d <= ``MAX_HEAD_DIM``, else
+    streamed (``triton_streamed.py``, with its h scratch)."""
+    B, T, H, _, d = wx.shape
+    if d <= MAX_HEAD_DIM:
+        kernel, extra = _slstm_fwd_kernel, {"D": next_pow2(d)}
+    else:
+        hbuf = torch.empty(2, B, H * d, device=wx.device, dtype=torch.float32)
+        kernel, extra = triton_streamed._slstm_fwd_streamed_kernel, {"hbuf_ptr": hbuf}
+    kernel[(triton.cdiv(B, BLOCK_B), H)](
         wx,
         R,
         init if init is not None else final,
@@ -301,9 +233,34 @@ def _forward(wx, R, init, seg, save: bool):
         HAS_SEG=seg is not None,
         SAVE=save,
         BLOCK_B=BLOCK_B,
-        D=next_pow2(d),
+        **extra,
     )
-    return out, final, G, S
+
+
+def _launch_backward(R, G, S, seg, dout, dfinal, dG, dinit) -> None:
+    """The backward through time for this head width into ``dG`` and ``dinit`` (the records of a saving forward)."""
+    B, T, H, _, d = G.shape
+    if d <= MAX_HEAD_DIM:
+        kernel, extra = _slstm_bwd_kernel, {"D": next_pow2(d)}
+    else:
+        kernel, extra = triton_streamed._slstm_bwd_streamed_kernel, {}
+    kernel[(triton.cdiv(B, BLOCK_B), H)](
+        R,
+        G,
+        S,
+        seg if seg is not None else dinit,
+        dout,
+        dfinal,
+        dG,
+        dinit,
+        B,
+        T,
+        H,
+        d,
+        HAS_SEG=seg is not None,
+        BLOCK_B=BLOCK_B,
+        **extra,
+    )
 
 
 class _SLSTMTriton(torch.autograd.Function):
@@ -324,24 +281,7 @@ class _SLSTMTriton(torch.autograd.Function):
         dfinal = torch.zeros(4, B, H * d, device=G.device) if dfinal is None else dfinal.float().contiguous()
         dG = torch.empty_like(G)
         dinit = torch.empty(4, B, H * d, device=G.device, dtype=torch.float32)
-        grid = (triton.cdiv(B, BLOCK_B), H)
-        _slstm_bwd_kernel[grid](
-            R,
-            G,
-            S,
-            seg if seg is not None else dinit,
-            dout,
-            dfinal,
-            dG,
-            dinit,
-            B,
-            T,
-            H,
-            d,
-            HAS_SEG=seg is not None,
-            BLOCK_B=BLOCK_B,
-            D=next_pow2(d),
-        )
+        _launch_backward(R, G, S, seg, dout, dfinal, dG, dinit)
         # dR = sum over b, t of h_read^T dG_t: one batched product after the loop (h_read is 0 at a document start)
         h_read = S[0, :T].reshape(T, B, H, d)
         if seg is not None:
@@ -354,11 +294,10 @@ def slstm_triton(wx, R, state=None, segment_pos=None):
     """``wx (B, T, H, 4, d)``, ``R (H, d, 4, d)``, ``state (h, c, n, m)`` each ``(B, H*d)`` or None ->
     ``h (B, T, H, d)`` in wx's dtype and the final ``(h, c, n, m)`` each ``(B, H*d)`` float32, as ``slstm_naive``.
     ``segment_pos (B, T)``: 0 where a document starts (the state is reset to zeros before that step).
-    Differentiable in wx, R and state (the Triton backward through time; dR summed in PyTorch)."""
+    Differentiable in wx, R and state (the Triton backward through time; dR summed in PyTorch). Any head width:
+    d <= ``MAX_HEAD_DIM`` keeps R on chip, wider heads stream it (``triton_streamed.py``)."""
     B, T, H, d = check_inputs(wx, R, state, segment_pos)
     check_float("wx", wx), check_float("R", R)
-    if d > MAX_HEAD_DIM:
-        raise InputError(f"slstm: mode='triton' keeps R on chip for head dims d <= {MAX_HEAD_DIM}, got d={d}")
     if T < 1:
         raise InputError("slstm: wx must have at least one time step (T >= 1)")
     dev = wx.device
