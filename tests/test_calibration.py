@@ -120,6 +120,23 @@ def test_calibration_writes_each_verdict_kind(tmp_path):
     assert [c["verdict"] for c in data["anchors"][2]["cells"]] == ["not run"] * 6  # MAD folder not given
 
 
+def test_reference_runs_curves_are_tabled_per_evaluation(tmp_path):
+    z = tmp_path / "zoology"
+    curve = {"valid_curve": [[1000, 2.0, 0.25], [2000, 0.5, 0.875]]}
+    zoology_run(z, "attention", 64, 4, 64, 1e-2, 0, 0.875, extra=curve)
+    zoology_run(z, "attention", 64, 4, 64, 1e-2, 1, 0.5, extra={"valid_curve": [[1000, 2.0, 0.5]]})
+    zoology_run(z, "attention", 64, 4, 64, 1e-2, 2, 0.1, steps=10, extra=curve)  # a smaller budget: not counted
+    zoology_run(z, "hawk", 64, 4, 64, 1e-2, 0, 0.3, extra=curve)  # context family: no curve
+    out = tmp_path / "page"
+    get_experiment("calibration").run(out, zoology=str(z))
+    text = (out / "calibration.md").read_text()
+    assert "| T, pairs, d_model | lr | seed | step 1,000 | step 2,000 |" in text
+    assert "| 64, 4, 64 | 0.01 | 0 | 0.250 | 0.875 |" in text
+    assert "| 64, 4, 64 | 0.01 | 1 | 0.500 | – |" in text
+    curves = json.loads((out / "calibration.json").read_text())["anchors"][0]["curves"]
+    assert [(c["model"], c["seed"]) for c in curves] == [("attention", 0), ("attention", 1)]
+
+
 def test_missing_folders_mean_not_run(tmp_path):
     get_experiment("calibration").run(tmp_path / "page")
     data = json.loads((tmp_path / "page" / "calibration.json").read_text())

@@ -95,8 +95,24 @@ def verdict(
     return "calibrated", f"within {tolerance:g} of the published value ({diff:+.3f})"
 
 
-def zoology_section(cells: list[dict[str, Any]] | None, command: str) -> tuple[str, dict[str, Any]]:
-    """Zoology's Fig. 2: the Attention cells with their verdicts, then the other families as context."""
+def curves_table(curves: list[dict[str, Any]]) -> str:
+    """One row per run (T, pairs, d_model, lr, seed), a column per evaluation step: the held-out accuracy there."""
+    steps = sorted({step for r in curves for step, _ in r["curve"]})
+    rows = []
+    for r in curves:
+        at = dict(r["curve"])
+        row = {"T, pairs, d_model": f"{r['seq_len']}, {r['num_pairs']}, {r['d_model']}", "lr": f"{r['lr']:g}"}
+        row["seed"] = r["seed"]
+        rows.append({**row, **{f"step {s:,}": f"{at[s]:.3f}" if s in at else "–" for s in steps}})
+    return markdown_table(rows, list(rows[0])) if rows else ""
+
+
+def zoology_section(
+    cells: list[dict[str, Any]] | None, command: str, curves: list[dict[str, Any]] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Zoology's Fig. 2: the Attention cells with their verdicts, then the reference runs' held-out accuracy at each
+    evaluation (is the budget enough: still rising at the last step, or flat), then the other families as
+    context."""
     anchor = ANCHORS["zoology-mqar"]
     pub = entries("zoology-mqar")
     ref = {p.key: p for p in pub if p.model == anchor.reference}
@@ -145,6 +161,16 @@ def zoology_section(cells: list[dict[str, Any]] | None, command: str) -> tuple[s
         "",
         markdown_table(rows, cols),
         "",
+    ]
+    if curves:
+        text += [
+            f"Held-out accuracy of each finished {anchor.family} run (every rate, the largest budget of its cell) at "
+            "each evaluation: whether the budget is enough (still rising at the last step, or flat).",
+            "",
+            curves_table(curves),
+            "",
+        ]
+    text += [
         "Context (no verdict): the other architectures of Fig. 2, published, and seqzoo's other families, measured "
         "(best rate, mean (min–max) over seeds).",
         "",
@@ -153,6 +179,7 @@ def zoology_section(cells: list[dict[str, Any]] | None, command: str) -> tuple[s
     ]
     data = {"anchor": anchor.name, "tolerance": anchor.tolerance, "budget": anchor.budget, "command": command}
     data["cells"] = [{k: r[k] for k in ("_key", "_published", "_measured", "verdict", "reason")} for r in rows]
+    data["curves"] = curves or []
     return "\n".join(text), data
 
 
@@ -261,13 +288,14 @@ def xlstm_section() -> tuple[str, dict[str, Any]]:
 @register_experiment("calibration", "published numbers beside measured ones, a verdict per cell (docs/calibration.md)")
 def calibration(out_dir: Path, zoology: str = "", mad: str = "") -> dict[str, Any]:
     """``zoology`` / ``mad``: output folders of those experiments (empty: not run). Writes calibration.{md,json}."""
-    from .calibration_measured import mad_cells, zoology_cells
+    from .calibration_measured import mad_cells, zoology_cells, zoology_curves
 
     zoology_rows = zoology_cells(str(zoology), "zoology") if zoology else None  # refusals before anything is written
+    curves = zoology_curves(str(zoology), ANCHORS["zoology-mqar"].family) if zoology else None
     mad_rows = mad_cells(str(mad), "mad") if mad else None
     sets = [f"--set {k}={v}" for k, v in (("zoology", zoology), ("mad", mad)) if v]
     command = " ".join(["seqzoo experiment calibration --out", str(out_dir), *sets])
-    parts = [zoology_section(zoology_rows, command), xlstm_section(), mad_section(mad_rows, command)]
+    parts = [zoology_section(zoology_rows, command, curves), xlstm_section(), mad_section(mad_rows, command)]
     text = "\n".join(
         ["## Published and measured", "", RULES, "", "Regenerate this section with:", "", "```bash", command, "```", ""]
         + [t for t, _ in parts]

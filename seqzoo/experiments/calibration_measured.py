@@ -122,6 +122,19 @@ def zoology_cells(folder: str | Path, option: str = "zoology") -> list[dict[str,
     return out
 
 
+def zoology_curves(folder: str | Path, family: str, option: str = "zoology") -> list[dict[str, Any]]:
+    """The held-out accuracy at each evaluation of ``family``'s counted runs (those :func:`zoology_cells` merges):
+    one row per run, its labels and ``curve`` = ``[(step, accuracy), ...]`` (empty for a diverged run)."""
+    runs = load_runs(folder, option, ZOOLOGY_LABELS, "zoology-mqar")
+    kept, _ = _largest_budget(runs, ("model", "seq_len", "num_pairs", "d_model"))
+    rows = [
+        {**r["labels"], "curve": [(int(step), acc) for step, _, acc in r["metrics"].get("valid_curve") or []]}
+        for r in kept
+        if r["labels"]["model"] == family
+    ]
+    return sorted(rows, key=lambda r: tuple(r[k] for k in ZOOLOGY_LABELS))
+
+
 def mad_cells(folder: str | Path, option: str = "mad") -> list[dict[str, Any]]:
     """One row per (model, task): the MAD score over the settings measured (``n`` seeds, ``score_mean/min/max``),
     ``settings`` (the names measured), ``samples`` and ``paper_train_sizes`` per setting, run counts."""
