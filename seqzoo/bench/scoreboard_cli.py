@@ -77,5 +77,7 @@ def add_parser(sub) -> None:
     s.add_argument("--no-isolate", action="store_true", help="run the parts in this process (no time budgets)")
     s.add_argument("--commit", default=None, help="the commit measured (default: git rev-parse HEAD)")
     s.add_argument("--table", action="store_true", help="print the docs table of the newest file in --out")
-    s.add_argument("--update-docs", default=None, metavar="MD", help="rewrite the scoreboard block of this file")
+    s.add_argument(
+        "--update-docs", default=None, metavar="MD", help="rewrite the scoreboard block of this file (default: none)"
+    )
     s.set_defaults(fn=cmd_scoreboard)
