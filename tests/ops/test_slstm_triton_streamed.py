@@ -12,7 +12,7 @@ autotuner's timing runs do) gives the same result. Split calls, 16-bit inputs an
 import pytest
 import torch
 from helpers import DEV, needs_triton
-from test_slstm_triton import check_against_naive, inputs, segments
+from slstm_triton_helpers import check_against_naive, inputs, segments
 
 f32 = torch.float32
 
