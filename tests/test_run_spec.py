@@ -61,7 +61,7 @@ PINNED_KEYS = [
 # experiments built before their grids moved to data; SEQZOO_DATA unset, so the zoo skips its text probe
 PINNED_GRIDS = {
     "zoology-mqar": (
-        dict(models="attention,hawk", seq_lens="64", num_pairs="4", d_models="64", seeds="0", steps=20),
+        dict(models="attention,hawk", seq_lens="64", num_pairs="4", d_models="64", seeds="0", steps=20, eval_every=500),
         8,
         "ff5aef3bb13cf278",
     ),
