@@ -9,13 +9,14 @@ second SIGINT or SIGTERM raises ``KeyboardInterrupt`` at once, without saving, f
 step to end. SIGTERM is what clusters send before SIGKILL (Slurm preemption, Kubernetes, ``timeout``, ``kill``), and
 the only way to stop a background process cleanly: a shell starts ``cmd &`` with SIGINT ignored.
 
-A sweep worker process learns of a stop its parent received through :func:`follow_parent_stop` (a shared signal
-number, not a forwarded signal: a signal sent to the whole process group already reached the worker, and a second
-one would mean "stop now, unsaved").
+The processes of a sweep share one stop signal (:func:`sharing_stop`): the first stop signal any of them receives
+stops every run, each after its step under way. It is a shared number, not a forwarded signal: a signal sent to the
+whole process group already reached each worker, and a second one would mean "stop now, unsaved".
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -23,19 +24,32 @@ from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-_parent_stop: Any = None  # in a sweep worker: a multiprocessing Value('i'), the parent's stop signal (0: none)
+_shared: Any = None  # an object with an int ``value`` (a multiprocessing Value across processes): 0, or the signal
+STOP_NOW = -1  # a shared value that makes the next signal stop at once (the sweep's parent is terminating its workers)
 
 
-def follow_parent_stop(shared_signal: Any) -> None:
-    """In a worker process: a non-zero ``shared_signal.value`` (set by the parent) counts as this process's first
-    stop signal, in every :class:`StopRequest` it enters."""
-    global _parent_stop
-    _parent_stop = shared_signal
+@contextlib.contextmanager
+def sharing_stop(shared: Any):
+    """Inside the block, a non-zero ``shared.value`` counts as a first stop signal in every :class:`StopRequest` of
+    this process, and the first signal one of them receives is written there (for the other processes)."""
+    global _shared
+    before, _shared = _shared, shared
+    try:
+        yield shared
+    finally:
+        _shared = before
 
 
-def parent_stop_signal() -> int:
-    """The stop signal the parent process shared (0: none, or not a worker)."""
-    return int(_parent_stop.value) if _parent_stop is not None else 0
+def share_stop_for_life(shared: Any) -> None:
+    """:func:`sharing_stop` for the rest of this process (a sweep's worker process, from its initializer)."""
+    global _shared
+    _shared = shared
+
+
+def shared_stop_signal() -> int:
+    """The stop signal shared with this process (0: none, or nothing shared; SIGTERM for :data:`STOP_NOW`)."""
+    value = int(_shared.value) if _shared is not None else 0
+    return signal.SIGTERM if value == STOP_NOW else value
 
 
 class StopRequest:
@@ -50,7 +64,7 @@ class StopRequest:
 
     @property
     def signum(self) -> int | None:
-        return self._signum or parent_stop_signal() or None
+        return self._signum or shared_stop_signal() or None
 
     @property
     def requested(self) -> bool:
@@ -68,9 +82,13 @@ class StopRequest:
         return self
 
     def _on_signal(self, signum, frame) -> None:
-        if self.requested:
+        # second signal: one this process received already (one that reached another process of the sweep first is
+        # a first one here: a signal to the process group reaches them all), or the parent stopping its workers now
+        if self._signum is not None or (_shared is not None and _shared.value == STOP_NOW):
             raise KeyboardInterrupt
         self._signum = signum
+        if _shared is not None and not _shared.value:
+            _shared.value = signum
         if self.notice:
             print(
                 f"\n{signal.Signals(signum).name}: stopping after the current step and saving a checkpoint "
