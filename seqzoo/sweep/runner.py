@@ -8,10 +8,11 @@ RNG and step exactly). A run that raises is recorded with status ``error`` and n
 retries it. SIGINT (Ctrl-C) or SIGTERM, to the parent or to any worker, stops the whole sweep: every process shares
 the first signal (``train/interrupt.py: sharing_stop``), each run under way finishes its step and saves it, no
 further run starts, and ``run_sweep`` raises :class:`~seqzoo.errors.TrainingInterrupted` carrying the signal; the
-same call again resumes the cut runs. ``procs > 1`` runs in that many spawned processes; every process (the parent too, when
-``procs == 1``) is pinned to one torch thread so the numbers do not depend on ``procs``. A progress bar over all runs
-of the grid (runs found done count as done) estimates the time left from the runs finished in this call; turn it off
-with ``progress=False`` or, for every sweep inside a block (an experiment's), ``with progress_bars(False):``.
+same call again resumes the cut runs. ``procs > 1`` runs in that many spawned processes; every process (the parent
+too, when ``procs == 1``) is pinned to one torch thread so the numbers do not depend on ``procs``. A progress bar over
+all runs of the grid (runs found done count as done) estimates the time left from the runs finished in this call;
+turn it off with ``progress=False`` or, for every sweep inside a block (an experiment's),
+``with progress_bars(False):``.
 """
 
 from __future__ import annotations
@@ -152,7 +153,8 @@ def run_sweep(
     (``skipped`` = found done, ``ran``, ``error``), metrics and wall_s. ``code`` overrides the code version
     (tests). ``train=False`` runs nothing and writes nothing: runs not found done get status ``missing`` (for a
     report of a sweep that is still under way; a run being trained elsewhere counts as missing until it ends).
-    ``progress``: the bar over all runs (None: on, unless inside ``progress_bars(False)``)."""
+    ``progress``: the bar over all runs (None: on, unless inside ``progress_bars(False)``). A SIGINT or SIGTERM stops
+    the sweep (module docstring) with :class:`~seqzoo.errors.TrainingInterrupted` instead of returning."""
     require(isinstance(procs, int) and procs >= 1, f"procs must be an int >= 1, got {procs!r}")
     runs = Path(root) / "runs"
     if train:  # collect only writes nothing, not even the folder
