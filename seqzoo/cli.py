@@ -667,9 +667,9 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingDivergedError as e:  # valid input, failed optimisation: one line, exit 3, last checkpoint kept
         print(f"seqzoo {args.command}: training diverged: {e}", file=sys.stderr)
         return 3
-    except TrainingInterrupted as e:  # Ctrl-C in training: the last whole step is saved; 130 = 128 + SIGINT
+    except TrainingInterrupted as e:  # SIGINT/SIGTERM in training: the last whole step is saved; 128 + the signal
         print(f"seqzoo {args.command}: {e}", file=sys.stderr)
-        return 130
+        return e.exit_code
     except KeyboardInterrupt:  # Ctrl-C elsewhere: the user's request, not a bug, so no traceback
         print(f"seqzoo {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -9,6 +9,8 @@ and keeps its traceback.
 
 from __future__ import annotations
 
+import signal
+
 
 class InputError(ValueError, TypeError):
     """Bad input refused by seqzoo's validation; the message names the argument and what it expects.
@@ -35,10 +37,15 @@ class TrainingDivergedError(FloatingPointError):
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped by Ctrl-C after a whole step; ``step`` is that step and ``checkpoint`` the file holding it
-    (None when the run has no output folder or no step was done). The CLI prints it as one line with exit code 130
-    (128 + SIGINT); a ``KeyboardInterrupt``, so callers that catch that keep working."""
+    """Training stopped by SIGINT (Ctrl-C) or SIGTERM after a whole step; ``step`` is that step, ``checkpoint`` the
+    file holding it (None when the run has no output folder or no step was done) and ``signum`` the signal. The CLI
+    prints it as one line with exit code 128 + ``signum`` (130 for SIGINT, 143 for SIGTERM); a
+    ``KeyboardInterrupt``, so callers that catch that keep working."""
 
-    def __init__(self, message: str, step: int, checkpoint: str | None):
+    def __init__(self, message: str, step: int, checkpoint: str | None, signum: int = signal.SIGINT):
         super().__init__(message)
-        self.step, self.checkpoint = step, checkpoint
+        self.step, self.checkpoint, self.signum = step, checkpoint, int(signum)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum

@@ -52,29 +52,33 @@ def ckpt_step(out: Path) -> int:
     return int(torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)["step"])
 
 
-def sigint_at_step(monkeypatch, at: int) -> None:
-    """SIGINT to this process while the batch of step ``at`` (0-based) is built: in the middle of that step."""
+def sigint_at_step(monkeypatch, at: int, signum: int = signal.SIGINT) -> None:
+    """``signum`` to this process while the batch of step ``at`` (0-based) is built: in the middle of that step."""
     real = loop.BatchSource.global_batch
 
     def global_batch(self, step):
         if step == at:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
         return real(self, step)
 
     monkeypatch.setattr(loop.BatchSource, "global_batch", global_batch)
 
 
-def test_interrupt_finishes_the_step_saves_it_and_the_rerun_matches_a_whole_run(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_finishes_the_step_saves_it_and_the_rerun_matches_a_whole_run(tmp_path, monkeypatch, capsys, signum):
     task = build_task("mqar", **TASK)
     train(small_model(), task, cfg(tmp_path / "whole"))
-    sigint_at_step(monkeypatch, 5)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    sigint_at_step(monkeypatch, 5, signum)
     with pytest.raises(TrainingInterrupted) as e:
         train(small_model(), task, cfg(tmp_path / "cut"))
     assert e.value.step == 6 and ckpt_step(tmp_path / "cut") == 6  # step 5 (0-based) was finished, then saved
     assert "resume from step 6" in str(e.value) and str(tmp_path / "cut" / "checkpoint.pt") in str(e.value)
+    assert f"interrupted by {signal.Signals(signum).name} after step 6" in str(e.value)
+    assert (e.value.signum, e.value.exit_code) == (signum, 128 + signum)
     assert not (tmp_path / "cut" / "final.json").exists()
     assert isinstance(e.value, KeyboardInterrupt)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
+    assert {s: signal.getsignal(s) for s in handlers} == handlers  # both handlers are restored
     monkeypatch.undo()
     capsys.readouterr()
     res = train(small_model(seed=5), task, cfg(tmp_path / "cut"))
@@ -119,14 +123,37 @@ def test_sigint_while_a_checkpoint_is_written_keeps_it_whole(tmp_path, monkeypat
     assert ckpt_step(tmp_path) == 12 and not list(tmp_path.glob("checkpoint.tmp*"))
 
 
-def test_stop_request_leaves_an_ignored_sigint_ignored():
+def test_stop_request_leaves_an_ignored_sigint_ignored_and_still_handles_sigterm():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        with StopRequest() as stop:
+        with StopRequest(notice=False) as stop:
             assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-        assert not stop.requested
+            assert signal.getsignal(signal.SIGTERM) == stop._on_signal
+            os.kill(os.getpid(), signal.SIGINT)  # ignored
+            assert not stop.requested
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert stop.requested and stop.signum == signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_second_stop_signal_after_sigterm_stops_at_once(second):
+    with pytest.raises(KeyboardInterrupt), StopRequest(notice=False):
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), second)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_stop_request_off_the_main_thread_installs_nothing():
+    import threading
+
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(StopRequest().__enter__()._previous))
+    thread.start()
+    thread.join()
+    assert seen == [{}] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 def _cli(out: Path, steps: int) -> list[str]:
@@ -140,31 +167,36 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
 
 
-def test_ctrl_c_on_the_command_line_saves_the_step_and_the_rerun_resumes_from_it(tmp_path):
-    """The real thing: ``python -m seqzoo train`` with default checkpointing, SIGINT once some steps are done."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_on_the_command_line_saves_the_step_and_the_rerun_resumes_from_it(tmp_path, signum):
+    """The real thing: ``python -m seqzoo train`` with default checkpointing, SIGINT (Ctrl-C) or SIGTERM (a cluster's
+    preemption) once some steps are done. For SIGTERM the child starts with SIGINT ignored, as ``cmd &`` in a script
+    would: SIGTERM is then the only clean way to stop it."""
     steps = 60
     subprocess.run(_cli(tmp_path / "whole", steps), check=True, capture_output=True, env=_env())
+    # SIGINT set to default even when pytest runs with it ignored; ignored for the SIGTERM case
+    sigint = signal.SIG_DFL if signum == signal.SIGINT else signal.SIG_IGN
     proc = subprocess.Popen(
         _cli(tmp_path / "cut", steps),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=_env(),
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # even when pytest runs with SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
     )
     metrics = tmp_path / "cut" / "metrics.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and not (metrics.exists() and len(lines(metrics)) >= 3):
         time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=300)
     done = len(lines(metrics))
     assert done < steps, "the run finished before it could be interrupted; make it longer"
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + signum, err  # 130 for SIGINT, 143 for SIGTERM
     assert "Traceback" not in err
     assert err.strip().splitlines() == [
-        f"seqzoo train: interrupted after step {done} of {steps}; checkpoint saved in {tmp_path / 'cut' / 'checkpoint.pt'}"
-        f"; run the same command again to resume from step {done}"
+        f"seqzoo train: interrupted by {signal.Signals(signum).name} after step {done} of {steps}; checkpoint saved in "
+        f"{tmp_path / 'cut' / 'checkpoint.pt'}; run the same command again to resume from step {done}"
     ]
     assert ckpt_step(tmp_path / "cut") == done
     again = subprocess.run(_cli(tmp_path / "cut", steps), check=True, capture_output=True, text=True, env=_env())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -200,19 +201,22 @@ def check_resume(out: Path, cfg: TrainConfig, task: Task, model) -> None:
         )
 
 
-def _interrupted(done: int, cfg: TrainConfig, saved: int, ckpt_path: Path | None, save) -> TrainingInterrupted:
+def _interrupted(
+    done: int, cfg: TrainConfig, saved: int, ckpt_path: Path | None, save, signum: int
+) -> TrainingInterrupted:
     """Save step ``done`` unless the checkpoint holds it already (step ``saved``), and say how to go on."""
-    where = f"interrupted after step {done} of {cfg.steps}"
+    where = f"interrupted by {signal.Signals(signum).name} after step {done} of {cfg.steps}"
     if ckpt_path is None:
-        return TrainingInterrupted(f"{where}; the run has no out_dir, so nothing was saved", done, None)
+        return TrainingInterrupted(f"{where}; the run has no out_dir, so nothing was saved", done, None, signum)
     if done == 0:
-        return TrainingInterrupted(f"{where}; no step to save, a rerun starts from step 0", done, None)
+        return TrainingInterrupted(f"{where}; no step to save, a rerun starts from step 0", done, None, signum)
     if done > saved:
         save()
     return TrainingInterrupted(
         f"{where}; checkpoint saved in {ckpt_path}; run the same command again to resume from step {done}",
         done,
         str(ckpt_path),
+        signum,
     )
 
 
@@ -229,12 +233,12 @@ def determinism_note(device: torch.device, world_size: int) -> str:
 def train(model, task: Task, cfg: TrainConfig | None = None, **overrides: Any) -> dict[str, Any]:
     """Train ``model`` on ``task``; returns the final metrics. Writes files to ``cfg.out_dir`` when set.
 
-    Ctrl-C (SIGINT, single process) ends the step under way, saves its checkpoint and raises
+    Ctrl-C (SIGINT) or SIGTERM (single process) ends the step under way, saves its checkpoint and raises
     :class:`~seqzoo.errors.TrainingInterrupted`; the same call again resumes from that step (``interrupt.py``)."""
     cfg = cfg or TrainConfig()
     if overrides:
         cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
-    # under torchrun every rank would have to stop at the same step: there Ctrl-C keeps its default behaviour
+    # under torchrun every rank would have to stop at the same step: there SIGINT/SIGTERM keep their default behaviour
     with StopRequest(enabled=not launched_by_torchrun(), notice=cfg.progress) as stop:
         return _train(model, task, cfg, stop)
 
@@ -343,7 +347,7 @@ def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, 
     train_model.train()
     done = saved = start_step  # a resumed run's checkpoint holds start_step
     for step in range(start_step, stop_at):
-        if stop.requested:  # Ctrl-C: between two whole steps, never inside optimizer.step()
+        if stop.requested:  # SIGINT/SIGTERM: between two whole steps, never inside optimizer.step()
             break
         lr = set_lr(optimizer, step, cfg)
         xs, ys, sps = source.global_batch(step)
@@ -400,7 +404,12 @@ def _train(model, task: Task, cfg: TrainConfig, stop: StopRequest) -> dict[str, 
     bar.close()
     if stop.requested and done < stop_at:
         raise _interrupted(
-            done, cfg, saved, ckpt_path, lambda: save_checkpoint(ckpt_path, train_model, optimizer, done, main)
+            done,
+            cfg,
+            saved,
+            ckpt_path,
+            lambda: save_checkpoint(ckpt_path, train_model, optimizer, done, main),
+            stop.signum,
         )
     result: dict[str, Any] = {
         "step": stop_at,
