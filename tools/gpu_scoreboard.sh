@@ -1,5 +1,5 @@
 #!/bin/bash
-# The GPU scoreboard (docs/benchmarks.md, "Scoreboard"): the first thing a session with a GPU runs, from the
+# The GPU scoreboard (docs/benchmarks.md, "Scoreboard"): the first thing to run on a machine with a GPU, from the
 # repository root. Installs the peer wheels in .whl/ when there are any, runs `seqzoo kernels scoreboard` under a hard
 # time limit and copies the result file, its docs table (table.md) and the log to $OUT (default
 # results/gpu-scoreboard), so that a device tool returning $OUT brings them back. The scoreboard writes its file after
