@@ -107,9 +107,7 @@ def curves_table(curves: list[dict[str, Any]]) -> str:
     return markdown_table(rows, list(rows[0])) if rows else ""
 
 
-def zoology_section(
-    cells: list[dict[str, Any]] | None, command: str, curves: list[dict[str, Any]] | None = None
-) -> tuple[str, dict[str, Any]]:
+def zoology_section(cells: list[dict[str, Any]] | None, command: str) -> tuple[str, dict[str, Any]]:
     """Zoology's Fig. 2: the Attention cells with their verdicts, then the reference runs' held-out accuracy at each
     evaluation (is the budget enough: still rising at the last step, or flat), then the other families as
     context."""
@@ -117,6 +115,7 @@ def zoology_section(
     pub = entries("zoology-mqar")
     ref = {p.key: p for p in pub if p.model == anchor.reference}
     ours = {(c["seq_len"], c["num_pairs"], c["d_model"]): c for c in cells or [] if c["model"] == anchor.family}
+    curves = [run for key in sorted(ours) for run in ours[key].get("runs", [])]
     rows = []
     for key in sorted(set(ref) | set(ours)):
         p, m = ref.get(key), ours.get(key)
@@ -179,7 +178,7 @@ def zoology_section(
     ]
     data = {"anchor": anchor.name, "tolerance": anchor.tolerance, "budget": anchor.budget, "command": command}
     data["cells"] = [{k: r[k] for k in ("_key", "_published", "_measured", "verdict", "reason")} for r in rows]
-    data["curves"] = curves or []
+    data["curves"] = curves
     return "\n".join(text), data
 
 
@@ -288,14 +287,13 @@ def xlstm_section() -> tuple[str, dict[str, Any]]:
 @register_experiment("calibration", "published numbers beside measured ones, a verdict per cell (docs/calibration.md)")
 def calibration(out_dir: Path, zoology: str = "", mad: str = "") -> dict[str, Any]:
     """``zoology`` / ``mad``: output folders of those experiments (empty: not run). Writes calibration.{md,json}."""
-    from .calibration_measured import mad_cells, zoology_cells, zoology_curves
+    from .calibration_measured import mad_cells, zoology_cells
 
     zoology_rows = zoology_cells(str(zoology), "zoology") if zoology else None  # refusals before anything is written
-    curves = zoology_curves(str(zoology), ANCHORS["zoology-mqar"].family) if zoology else None
     mad_rows = mad_cells(str(mad), "mad") if mad else None
     sets = [f"--set {k}={v}" for k, v in (("zoology", zoology), ("mad", mad)) if v]
     command = " ".join(["seqzoo experiment calibration --out", str(out_dir), *sets])
-    parts = [zoology_section(zoology_rows, command, curves), xlstm_section(), mad_section(mad_rows, command)]
+    parts = [zoology_section(zoology_rows, command), xlstm_section(), mad_section(mad_rows, command)]
     text = "\n".join(
         ["## Published and measured", "", RULES, "", "Regenerate this section with:", "", "```bash", command, "```", ""]
         + [t for t, _ in parts]

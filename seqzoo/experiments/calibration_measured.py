@@ -93,7 +93,8 @@ def _budget(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def zoology_cells(folder: str | Path, option: str = "zoology") -> list[dict[str, Any]]:
     """One row per (model, seq_len, num_pairs, d_model): the best rate's accuracy over the seeds (``n``,
     ``valid_accuracy_mean/min/max/values``), ``lr``, ``lrs`` (rates tried), ``diverged`` (runs at that rate),
-    ``steps``, ``batch_size``, ``samples``, ``set_aside`` and ``unfinished`` run counts."""
+    ``steps``, ``batch_size``, ``samples``, ``set_aside`` and ``unfinished`` run counts, and ``runs``: each counted
+    run's labels and ``curve`` = ``[(step, accuracy), ...]`` at its evaluations."""
     from .zoology_mqar import best_rows
 
     cell = ("model", "seq_len", "num_pairs", "d_model")
@@ -114,25 +115,20 @@ def zoology_cells(folder: str | Path, option: str = "zoology") -> list[dict[str,
                 **_budget(here),
                 "samples": samples(here[0]),
                 **counts[key],
+                # every counted run's held-out accuracy per evaluation (empty for a diverged run)
+                "runs": [
+                    {
+                        **r["labels"],
+                        "curve": [(int(step), acc) for step, _, acc in r["metrics"].get("valid_curve") or []],
+                    }
+                    for r in sorted(here, key=lambda r: tuple(r["labels"][k] for k in ZOOLOGY_LABELS))
+                ],
             }
         )
     for key, c in counts.items():  # cells with no finished run: listed, so the page can say they are under way
         if not any(tuple(r[k] for k in cell) == key for r in out):
             out.append({**dict(zip(cell, key)), "n": 0, "valid_accuracy_mean": None, **c})
     return out
-
-
-def zoology_curves(folder: str | Path, family: str, option: str = "zoology") -> list[dict[str, Any]]:
-    """The held-out accuracy at each evaluation of ``family``'s counted runs (those :func:`zoology_cells` merges):
-    one row per run, its labels and ``curve`` = ``[(step, accuracy), ...]`` (empty for a diverged run)."""
-    runs = load_runs(folder, option, ZOOLOGY_LABELS, "zoology-mqar")
-    kept, _ = _largest_budget(runs, ("model", "seq_len", "num_pairs", "d_model"))
-    rows = [
-        {**r["labels"], "curve": [(int(step), acc) for step, _, acc in r["metrics"].get("valid_curve") or []]}
-        for r in kept
-        if r["labels"]["model"] == family
-    ]
-    return sorted(rows, key=lambda r: tuple(r[k] for k in ZOOLOGY_LABELS))
 
 
 def mad_cells(folder: str | Path, option: str = "mad") -> list[dict[str, Any]]:
